@@ -1,0 +1,70 @@
+// Planning and running a grouped block-scaled GEMM.
+//
+//   bsgemm::GemmArguments args = ...;            // problem.hpp
+//   bsgemm::RunOptions opts;                      // back end, optional tile override
+//   if (auto s = bsgemm::can_implement(args, opts); !s.ok()) { print(s.message); }
+//   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a given group count
+//   bsgemm::run(args, opts, workspace, bytes, stream);
+//
+// The CUDA back end needs no host synchronisation and no allocation inside run(): with
+// device-resident descriptions (MemoryLocation::device) the call can be captured in a CUDA
+// graph and replayed with new sizes written to the same device arrays.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "bsgemm/problem.hpp"
+#include "bsgemm/status.hpp"
+
+// The one CUDA type of the API, declared exactly as the CUDA runtime declares it, so that this
+// header compiles without the CUDA toolkit.
+struct CUstream_st;
+typedef struct CUstream_st* cudaStream_t;
+
+namespace bsgemm {
+
+enum class Backend : std::uint8_t { automatic, cpu, cuda };
+
+const char* to_string(Backend b);
+bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
+
+struct RunOptions {
+  Backend backend = Backend::automatic;
+  int tile_m = 0, tile_n = 0;        // CUDA: output tile per CTA; 0 lets the planner choose
+  int cluster_m = 1, cluster_n = 1;  // CUDA: thread-block cluster shape (TMA multicast)
+  int cpu_threads = 0;               // CPU: worker threads; 0 = all hardware threads
+};
+
+// True when this build contains the sm_90a kernels.
+bool cuda_backend_built();
+// True when the CUDA back end is built and a compute-capability 9.0 GPU is visible.
+bool cuda_device_available();
+// Back end that `requested` means here: automatic picks cuda when available, else cpu.
+Backend resolve_backend(Backend requested);
+
+// Checks everything that can be checked on the host, before anything is launched or written.
+// Host-resident descriptions are checked group by group; the error names the group and field.
+Status can_implement(const GemmArguments& args, const RunOptions& options);
+
+// Bytes of workspace run() needs. It depends on the group count and the device only (never on
+// M, N, K), so one allocation serves every later call with as many groups or fewer.
+std::size_t workspace_size(const GemmArguments& args, const RunOptions& options);
+
+// Runs the grouped GEMM. Calls can_implement() first and writes nothing when it fails. For the
+// CUDA back end the call is asynchronous on `stream`; for the CPU back end it returns when done.
+Status run(const GemmArguments& args, const RunOptions& options, void* workspace, std::size_t workspace_bytes,
+           cudaStream_t stream = nullptr);
+
+// For the CUDA back end with device-resident descriptions: waits for `stream` and reports what
+// the device-side validation of the last run() that used this workspace found. When it failed,
+// the kernels wrote nothing, and the status names the group and field.
+Status device_status(const void* workspace, cudaStream_t stream = nullptr);
+
+// One line that describes the kernel configuration run() would use (tile, cluster, stages, path).
+// Setting the environment variable BSGEMM_PRINT_CONFIG=1 prints it on every run().
+std::string describe_plan(const GemmArguments& args, const RunOptions& options);
+
+}  // namespace bsgemm

@@ -1,0 +1,113 @@
+// Recipes (element format + scale format + block size) and scale-factor layouts.
+//
+// A recipe describes one operand. For row r of an operand (r < M for A, r < N for B) and K index
+// k, the decoded value is  decode(element[r, k]) * decode(scale[scale_row(r), k / block_k]).
+// For fp8-block128, B has one scale per (128 of N, 128 of K), so scale_row(n) = n / 128; every
+// other recipe has one scale per row: scale_row(r) = r.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "bsgemm/config.hpp"
+#include "bsgemm/formats.hpp"
+
+namespace bsgemm {
+
+enum class Recipe : std::uint8_t { mxfp8, mxfp4, nvfp4, fp8_block128 };
+
+// How a [scale_rows, scale_cols] matrix of scale factors is stored (per batch).
+enum class ScaleLayout : std::uint8_t {
+  linear,         // row-major: offset = row * ld + col               (ld >= scale_cols)
+  blocked_128x4,  // Blackwell / cuBLAS / CUTLASS "32x4x4" 512-byte atoms of 128 rows x 4 columns
+  mn_major,       // DeepSeek: column-major, offset = col * ld + row   (ld >= scale_rows)
+};
+
+enum class Operand : std::uint8_t { a, b };
+
+// What one operand holds. Build it with make_operand_type(), which fills the recipe's defaults.
+struct OperandType {
+  Recipe recipe = Recipe::nvfp4;
+  DataType element = DataType::e2m1;
+  DataType scale = DataType::ue4m3;
+  ScaleLayout scale_layout = ScaleLayout::linear;
+};
+
+const char* to_string(Recipe r);
+const char* to_string(ScaleLayout l);
+bool parse(std::string_view text, Recipe* out);       // "mxfp8", "mxfp4", "nvfp4", "fp8-block128"
+bool parse(std::string_view text, ScaleLayout* out);  // "linear", "blocked128x4", "mn-major"
+
+BSGEMM_HD constexpr int block_k(Recipe r) {
+  switch (r) {
+    case Recipe::nvfp4: return 16;
+    case Recipe::fp8_block128: return 128;
+    default: return 32;
+  }
+}
+
+BSGEMM_HD constexpr DataType default_element(Recipe r) {
+  return (r == Recipe::mxfp4 || r == Recipe::nvfp4) ? DataType::e2m1 : DataType::e4m3;
+}
+
+BSGEMM_HD constexpr DataType default_scale(Recipe r) {
+  switch (r) {
+    case Recipe::nvfp4: return DataType::ue4m3;
+    case Recipe::fp8_block128: return DataType::f32;
+    default: return DataType::ue8m0;
+  }
+}
+
+// The recipe with its default element and scale types unless given.
+constexpr OperandType make_operand_type(Recipe r, ScaleLayout layout = ScaleLayout::linear) {
+  return OperandType{r, default_element(r), default_scale(r), layout};
+}
+
+// Rows of the scale matrix of an operand with `rows` rows (M for A, N for B).
+BSGEMM_HD constexpr std::int64_t scale_rows(Recipe r, Operand which, std::int64_t rows) {
+  return (r == Recipe::fp8_block128 && which == Operand::b) ? (rows + 127) / 128 : rows;
+}
+
+// Columns of the scale matrix: one per block of K; the last block may be partial.
+BSGEMM_HD constexpr std::int64_t scale_cols(Recipe r, std::int64_t k) { return (k + block_k(r) - 1) / block_k(r); }
+
+BSGEMM_HD constexpr std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
+
+// Offset, in elements, of scale (row, col) inside one batch of a scale matrix.
+// `cols` is the matrix's column count (needed by the blocked layout); `ld` is the leading
+// dimension of the linear and mn-major layouts and is ignored by the blocked one.
+BSGEMM_HD constexpr std::int64_t scale_offset(ScaleLayout layout, std::int64_t row, std::int64_t col,
+                                              std::int64_t cols, std::int64_t ld) {
+  switch (layout) {
+    case ScaleLayout::linear: return row * ld + col;
+    case ScaleLayout::mn_major: return col * ld + row;
+    case ScaleLayout::blocked_128x4: {
+      const std::int64_t col_atoms = round_up(cols, 4) / 4;
+      return (row / 128) * col_atoms * 512 + (col / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (col % 4);
+    }
+  }
+  return 0;
+}
+
+// Elements one batch of a [rows, cols] scale matrix spans (the minimum batch stride).
+BSGEMM_HD constexpr std::int64_t scale_extent(ScaleLayout layout, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  if (rows <= 0 || cols <= 0) return 0;
+  switch (layout) {
+    case ScaleLayout::linear: return (rows - 1) * ld + cols;
+    case ScaleLayout::mn_major: return (cols - 1) * ld + rows;
+    case ScaleLayout::blocked_128x4: return round_up(rows, 128) * round_up(cols, 4);
+  }
+  return 0;
+}
+
+// The dense leading dimension of a layout (what `ld = 0` means in the problem description).
+BSGEMM_HD constexpr std::int64_t default_scale_ld(ScaleLayout layout, std::int64_t rows, std::int64_t cols) {
+  switch (layout) {
+    case ScaleLayout::linear: return cols;
+    case ScaleLayout::mn_major: return rows;
+    case ScaleLayout::blocked_128x4: return 0;
+  }
+  return 0;
+}
+
+}  // namespace bsgemm

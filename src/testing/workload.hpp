@@ -1,0 +1,90 @@
+// Random grouped-GEMM workloads for the tests, the tool and the benchmarks (not installed).
+//
+// A HostWorkload owns host buffers for every tensor of every group (each buffer 16-byte aligned),
+// filled with random fp32 data quantized by the library's own quantizers, and a GemmArguments
+// that points into them. DeviceWorkload (device_workload.hpp) mirrors one on a GPU.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bsgemm/problem.hpp"
+#include "bsgemm/quantize.hpp"
+#include "bsgemm/reference.hpp"
+#include "bsgemm/status.hpp"
+
+namespace bsgemm::testing {
+
+struct GroupShape {
+  std::int32_t m = 0, n = 0, k = 0, l = 1;
+};
+
+struct WorkloadSpec {
+  OperandType a_type = make_operand_type(Recipe::nvfp4);
+  OperandType b_type = make_operand_type(Recipe::nvfp4);
+  Major a_major = Major::k, b_major = Major::k, d_major = Major::n;
+  DataType d_type = DataType::bf16;
+  GroupLayout layout = GroupLayout::pointer_array;
+
+  // pointer_array: every group's shape. contiguous / masked: (m_g, n, k, 1), n and k equal in all.
+  std::vector<GroupShape> groups;
+
+  // MoE forms: the `rows` of MoeGroups; 0 means sum of m_g (contiguous) or max m_g (masked).
+  std::int64_t moe_rows = 0;
+  bool offsets_start_with_zero = false;
+  IndexType offsets_type = IndexType::i32;
+
+  float alpha = 1.0f;  // nvfp4 global scales are folded in per group
+  float beta = 0.0f;   // nonzero: C is drawn and has_c is set
+  // Leading dimensions larger than needed (and batch strides with gaps), to exercise strides.
+  bool padded_strides = false;
+  std::uint64_t seed = 1;
+  QuantizeOptions quantize;
+  int threads = 0;  // 0: all hardware threads
+};
+
+// A host buffer, 64-byte aligned.
+struct Buffer {
+  std::string name;  // "A[3]", "SFB[0]", "offsets", ...
+  std::size_t bytes = 0;
+  std::shared_ptr<std::uint8_t[]> data;
+  std::uint8_t* get() const { return data.get(); }
+};
+
+class HostWorkload {
+ public:
+  // Draws and quantizes every tensor; fails (with can_implement's message) on a bad spec.
+  static Status create(const WorkloadSpec& spec, HostWorkload* out);
+
+  const WorkloadSpec& spec() const { return spec_; }
+  // Host-resident arguments pointing into this workload's buffers.
+  const GemmArguments& args() const { return args_; }
+  // Every buffer; outputs are those named "D[...]" (or "D" for the MoE forms).
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  std::vector<Buffer>& buffers() { return buffers_; }
+
+  // Fills D with NaN (all bits set, a NaN in f32, f16 and bf16), so unwritten elements fail.
+  void poison_output();
+  // 2 * sum of M_g * N_g * K_g * L_g.
+  double flops() const;
+  // Bytes a perfect kernel moves: A, B and their scales read once, C read, D written.
+  double min_bytes() const;
+
+ private:
+  WorkloadSpec spec_;
+  GemmArguments args_;
+  std::vector<Buffer> buffers_;
+  std::vector<GroupProblem> groups_;  // pointer_array table that args_.groups points to
+  std::vector<float> moe_alpha_;      // per-group alpha of the MoE forms
+  std::vector<std::int32_t> masked_m_;
+};
+
+// The expected output of a workload: from the fp64 reference when `exact`, otherwise from the CPU
+// back end run with fp32 output (fast enough for the largest benchmark cases; its own error,
+// K * 2^-24 at worst, is far below every tolerance check_output uses).
+Status expected_output(const HostWorkload& workload, bool exact, int threads, ExpectedOutput* out);
+
+}  // namespace bsgemm::testing
