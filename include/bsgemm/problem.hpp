@@ -6,7 +6,8 @@
 // GemmArguments::has_c is set; C has D's type and major.
 //
 // Strides are in elements of the tensor they describe (an FP4 element is half a byte); a stride
-// of 0 means "dense": the extent of the dimension it steps over. Every leading dimension and
+// of 0 means "dense": a leading dimension defaults to the extent of the contiguous dimension, a batch
+// stride to the whole leading-dimension lines of one batch (rows * ld for a k-major A). Every leading dimension and
 // batch stride of A, B, C, D must be a multiple of 16 bytes and every such pointer 16-byte
 // aligned (what TMA needs); scale pointers need their element's natural alignment.
 #pragma once

@@ -89,12 +89,31 @@ BSGEMM_HD constexpr std::int64_t scale_offset(ScaleLayout layout, std::int64_t r
   return 0;
 }
 
+// (lines - 1) * ld + line_length: the elements that `lines` lines of `line_length` elements, `ld`
+// apart, span. Defaults are filled in before validation looks at a stride, so this is computed for
+// absurd strides too: an ld whose span would overflow int64 gives INT64_MAX and a negative ld counts
+// as 0, keeping the arithmetic defined. Validation rejects such an ld before the extent is used.
+BSGEMM_HD constexpr std::int64_t strided_extent(std::int64_t lines, std::int64_t ld, std::int64_t line_length) {
+  constexpr std::int64_t kMax = 0x7FFFFFFFFFFFFFFF;
+  const std::int64_t step = ld < 0 ? 0 : ld;
+  if (lines > 1 && step > (kMax - line_length) / (lines - 1)) return kMax;
+  return (lines - 1) * step + line_length;
+}
+
+// lines * ld (lines >= 0): whole lines, with the same guards as strided_extent.
+BSGEMM_HD constexpr std::int64_t strided_lines(std::int64_t lines, std::int64_t ld) {
+  constexpr std::int64_t kMax = 0x7FFFFFFFFFFFFFFF;
+  const std::int64_t step = ld < 0 ? 0 : ld;
+  if (lines > 0 && step > kMax / lines) return kMax;
+  return lines * step;
+}
+
 // Elements one batch of a [rows, cols] scale matrix spans (the minimum batch stride).
 BSGEMM_HD constexpr std::int64_t scale_extent(ScaleLayout layout, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   if (rows <= 0 || cols <= 0) return 0;
   switch (layout) {
-    case ScaleLayout::linear: return (rows - 1) * ld + cols;
-    case ScaleLayout::mn_major: return (cols - 1) * ld + rows;
+    case ScaleLayout::linear: return strided_extent(rows, ld, cols);
+    case ScaleLayout::mn_major: return strided_extent(cols, ld, rows);
     case ScaleLayout::blocked_128x4: return round_up(rows, 128) * round_up(cols, 4);
   }
   return 0;

@@ -6,10 +6,12 @@
 // check_output() compares the D a back end wrote with expected values, element by element. The
 // error of element (m, n) is normalised by the largest value its terms could reach:
 //     err = |D - R| / (|alpha| * ||a_m||_2 * ||b_n||_2 + |beta * C| + 2^-126)
-// where a_m and b_n are the decoded row of A and column of B. An fp32-accumulating back end has
-// err <= K * 2^-24 at worst (~sqrt(K) * 2^-24 typically) plus the rounding of the output type
-// (2^-9 for bf16, 2^-12 for f16), whatever the cancellation in the sum. NaN in D where R is
-// finite, or a finite D where R is NaN, always fails.
+// where a_m and b_n are the decoded row of A and column of B (so that |R| never exceeds the
+// denominator). An fp32-accumulating back end has err <= K * 2^-24 at worst (~sqrt(K) * 2^-24
+// typically) plus the rounding of the output type (unit roundoff 2^-9 for bf16, 2^-11 for f16),
+// whatever the cancellation in the sum. NaN in D where R is finite, or a finite D where R is NaN,
+// always fails (its error counts as infinite); NaN where R is NaN, and an infinity equal to R,
+// pass.
 #pragma once
 
 #include <cstdint>
@@ -21,11 +23,16 @@
 
 namespace bsgemm {
 
-// Expected D of every group, fp64, laid out per group as [l][m][n] (row-major over m, n).
+// Expected D of every group, fp64, laid out per group as [l][m][n] (row-major over m, n) for the
+// group's own rows only: M_g rows for the pointer-array and contiguous forms, masked_m[g] rows
+// for the masked form. An empty group has an empty vector; the outer vector has one entry per
+// group.
 using ExpectedOutput = std::vector<std::vector<double>>;
 
-// D from the definition, in fp64, for host-resident arguments. C is read when has_c is set.
-// Fails (and leaves `out` empty) when can_implement would fail on the CPU back end.
+// D from the definition, in fp64, for host-resident arguments: fp64 products and sums, every
+// element and scale decoded as it is used. C is read when has_c is set (beta * C is added even
+// when beta is 0, as the definition says). Fails (and leaves `out` empty) when can_implement
+// would fail on the CPU back end.
 Status reference_gemm(const GemmArguments& args, ExpectedOutput* out);
 
 struct CheckOptions {
@@ -44,15 +51,21 @@ struct CheckReport {
   int worst_group = -1;
   std::int64_t worst_l = 0, worst_m = 0, worst_n = 0;
   double worst_value = 0, worst_expected = 0;
+  // Why nothing was compared (invalid arguments, or `expected` not shaped like the arguments'
+  // groups); empty when the comparison ran.
+  std::string error;
 
   std::string summary() const;  // one line
 };
 
-// Compares D (host memory, as described by args) with `expected`.
+// Compares D (host memory, as described by args) with `expected`, every element of every group's
+// own rows (those `expected` holds; other rows of D are not read), on options.threads threads.
 CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expected, const CheckOptions& options = {});
 
-// The default bound of check_output for these arguments: the output type's rounding plus the
-// accumulation error bsgemm's back ends are built to stay under (README "Accuracy").
+// The default bound of check_output for these arguments: the output type's rounding (2^-8 for
+// bf16, 2^-10 for f16, twice their unit roundoff; 0 for f32) plus an accumulation allowance of
+// 2^-12, which the GPU's FP8 tensor-core accumulation with promotion to fp32 stays under (README
+// "Accuracy"). The CPU back end's fp32 accumulation is far tighter (K * 2^-24 at worst).
 double default_tolerance(const GemmArguments& args);
 
 }  // namespace bsgemm

@@ -115,6 +115,9 @@ BSGEMM_HD inline GroupCheck check_scales(Field pointer, const TensorRef& t, Data
     if (t.ld < 0) return fail(f.ld, Violation::negative, t.ld);
     if (t.ld > kMaxElements) return fail(f.ld, Violation::too_large, t.ld, kMaxElements);
     if (t.ld < minimum) return fail(f.ld, Violation::smaller_than_extent, t.ld, minimum);
+    const std::int64_t lines = layout == ScaleLayout::linear ? rows : cols;
+    if (lines > 1 && t.ld > (kMaxElements - minimum) / (lines - 1))
+      return fail(f.ld, Violation::too_large, t.ld, (kMaxElements - minimum) / (lines - 1));
   }
   if (batches > 1) {
     const std::int64_t extent = scale_extent(layout, rows, cols, t.ld);

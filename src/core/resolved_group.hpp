@@ -61,7 +61,7 @@ BSGEMM_HD constexpr std::int64_t dense_ld(bool col_contiguous, std::int64_t rows
 // Minimum stride between batches: the elements one rows x cols matrix spans with leading dim ld.
 BSGEMM_HD constexpr std::int64_t matrix_extent(bool col_contiguous, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
   if (rows <= 0 || cols <= 0) return 0;
-  return col_contiguous ? (rows - 1) * ld + cols : (cols - 1) * ld + rows;
+  return col_contiguous ? strided_extent(rows, ld, cols) : strided_extent(cols, ld, rows);
 }
 
 BSGEMM_HD constexpr std::int64_t or_default(std::int64_t value, std::int64_t fallback) { return value != 0 ? value : fallback; }
@@ -77,6 +77,22 @@ BSGEMM_HD inline const void* advance_scales(const void* p, DataType scale, std::
   return p == nullptr ? nullptr : static_cast<const std::uint8_t*>(p) + elements * scale_bytes(scale);
 }
 
+// The dense batch stride of a rows x cols matrix with leading dimension ld: whole leading-dimension
+// lines, so that it keeps the line alignment (a multiple of 16 bytes when ld is).
+BSGEMM_HD constexpr std::int64_t dense_batch_stride(bool col_contiguous, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  return strided_lines(col_contiguous ? rows : cols, ld);
+}
+
+// The same for a scale matrix in `layout`.
+BSGEMM_HD constexpr std::int64_t dense_scale_batch_stride(ScaleLayout layout, std::int64_t rows, std::int64_t cols, std::int64_t ld) {
+  switch (layout) {
+    case ScaleLayout::linear: return strided_lines(rows, ld);
+    case ScaleLayout::mn_major: return strided_lines(cols, ld);
+    case ScaleLayout::blocked_128x4: return scale_extent(layout, rows, cols, ld);
+  }
+  return 0;
+}
+
 // Fills the dense defaults of every stride of `g`, which holds shapes and pointers already.
 BSGEMM_HD inline void fill_defaults(const CallSpec& s, ResolvedGroup& g) {
   const bool ak = a_k_contiguous(s), bk = b_k_contiguous(s), dn = d_n_contiguous(s);
@@ -84,18 +100,18 @@ BSGEMM_HD inline void fill_defaults(const CallSpec& s, ResolvedGroup& g) {
   g.b.ld = or_default(g.b.ld, dense_ld(bk, g.n, g.k));
   g.d.ld = or_default(g.d.ld, dense_ld(dn, g.m, g.n));
   g.c.ld = or_default(g.c.ld, dense_ld(dn, g.m, g.n));
-  g.a.batch_stride = or_default(g.a.batch_stride, matrix_extent(ak, g.m, g.k, g.a.ld));
-  g.b.batch_stride = or_default(g.b.batch_stride, matrix_extent(bk, g.n, g.k, g.b.ld));
-  g.d.batch_stride = or_default(g.d.batch_stride, matrix_extent(dn, g.m, g.n, g.d.ld));
-  g.c.batch_stride = or_default(g.c.batch_stride, matrix_extent(dn, g.m, g.n, g.c.ld));
+  g.a.batch_stride = or_default(g.a.batch_stride, dense_batch_stride(ak, g.m, g.k, g.a.ld));
+  g.b.batch_stride = or_default(g.b.batch_stride, dense_batch_stride(bk, g.n, g.k, g.b.ld));
+  g.d.batch_stride = or_default(g.d.batch_stride, dense_batch_stride(dn, g.m, g.n, g.d.ld));
+  g.c.batch_stride = or_default(g.c.batch_stride, dense_batch_stride(dn, g.m, g.n, g.c.ld));
 
   const std::int64_t a_rows = scale_rows(s.a_type.recipe, Operand::a, g.m);
   const std::int64_t b_rows = scale_rows(s.b_type.recipe, Operand::b, g.n);
   const std::int64_t a_cols = scale_cols(s.a_type.recipe, g.k), b_cols = scale_cols(s.b_type.recipe, g.k);
   g.sfa.ld = or_default(g.sfa.ld, default_scale_ld(s.a_type.scale_layout, a_rows, a_cols));
   g.sfb.ld = or_default(g.sfb.ld, default_scale_ld(s.b_type.scale_layout, b_rows, b_cols));
-  g.sfa.batch_stride = or_default(g.sfa.batch_stride, scale_extent(s.a_type.scale_layout, a_rows, a_cols, g.sfa.ld));
-  g.sfb.batch_stride = or_default(g.sfb.batch_stride, scale_extent(s.b_type.scale_layout, b_rows, b_cols, g.sfb.ld));
+  g.sfa.batch_stride = or_default(g.sfa.batch_stride, dense_scale_batch_stride(s.a_type.scale_layout, a_rows, a_cols, g.sfa.ld));
+  g.sfb.batch_stride = or_default(g.sfb.batch_stride, dense_scale_batch_stride(s.b_type.scale_layout, b_rows, b_cols, g.sfb.ld));
 }
 
 BSGEMM_HD inline ResolvedGroup resolve_pointer_array(const CallSpec& s, const GroupProblem& p) {

@@ -16,7 +16,8 @@ namespace bsgemm::core {
 // limits are checked by the back end afterwards.
 Status validate(const GemmArguments& args);
 
-// The message of a failed GroupCheck, e.g. "lda = 100 is smaller than 128, the extent of K (A is k-major)".
+// The explanation of a failed GroupCheck, written to follow "FIELD: " in a Status message (see
+// to_status), e.g. "100 is smaller than 128, the extent of the contiguous dimension (K, since A is k-major)".
 std::string describe(const GroupCheck& check, const CallSpec& spec);
 
 // Name of a field as the user sees it ("lda", "batch_stride_b", "offsets", ...).

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "bsgemm/gemm.hpp"
@@ -48,9 +49,21 @@ class DeviceWorkload {
  private:
   struct Copy {
     GemmArguments args;
-    std::vector<void*> allocations;
+    std::vector<void*> allocations;  // one per host buffer, in the host workload's order
+  };
+  // Host-side descriptions of one copy (its pointer-array table with device pointers, and the MoE
+  // arrays): what args points to when descriptions are host-resident, and the source of the device
+  // copies otherwise.
+  struct HostTables {
+    std::vector<GroupProblem> groups;
+    std::vector<float> alpha, beta;
+    std::vector<std::int32_t> masked_m;
+    std::vector<std::uint8_t> offsets;
   };
   std::vector<Copy> copies_;
+  std::vector<HostTables> host_tables_;
+  std::vector<std::size_t> outputs_;       // indices of the D buffers
+  std::vector<std::size_t> output_bytes_;
   std::vector<void*> description_allocations_;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 0;

@@ -56,6 +56,14 @@ struct Buffer {
 
 class HostWorkload {
  public:
+  HostWorkload() = default;
+  // Move-only: args() points into this object's own tables (the group array, the per-group alpha
+  // and masked_m arrays), which a move carries along and a copy would not.
+  HostWorkload(HostWorkload&&) noexcept = default;
+  HostWorkload& operator=(HostWorkload&&) noexcept = default;
+  HostWorkload(const HostWorkload&) = delete;
+  HostWorkload& operator=(const HostWorkload&) = delete;
+
   // Draws and quantizes every tensor; fails (with can_implement's message) on a bad spec.
   static Status create(const WorkloadSpec& spec, HostWorkload* out);
 

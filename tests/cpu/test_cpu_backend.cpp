@@ -1,0 +1,481 @@
+// The CPU back end against the fp64 reference on random workloads, and check_output itself.
+//
+// Every case poisons D (all bits set: NaN) before the run, checks every element of every group
+// with check_output at a tolerance of the output's rounding plus K * 2^-22 (fp32 accumulation
+// stays under K * 2^-24), and checks that no byte of D outside the groups' elements was written
+// (rows of a contiguous D outside every group, rows of a masked group at or past masked_m, the
+// padding of padded strides). Each case draws its data from a seed derived from its name, so a
+// failure reproduces by running that case alone.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "bsgemm/bsgemm.hpp"
+#include "src/core/resolved_group.hpp"
+#include "src/cpu/host_groups.hpp"
+#include "src/testing/workload.hpp"
+
+namespace bsgemm {
+namespace {
+
+using testing::GroupShape;
+using testing::HostWorkload;
+using testing::WorkloadSpec;
+
+// FNV-1a: a fixed, platform-independent seed per case name.
+std::uint64_t seed_of(const std::string& name) {
+  std::uint64_t h = 0xCBF29CE484222325ull;
+  for (const char ch : name) h = (h ^ static_cast<unsigned char>(ch)) * 0x100000001B3ull;
+  return h;
+}
+
+// Rounding of D's type (twice its unit roundoff) plus fp32 accumulation over the largest K.
+double tight_tolerance(const WorkloadSpec& spec) {
+  std::int64_t k = 0;
+  for (const GroupShape& g : spec.groups) k = std::max<std::int64_t>(k, g.k);
+  const double rounding = spec.d_type == DataType::bf16 ? 0x1p-8 : spec.d_type == DataType::f16 ? 0x1p-10 : 0.0;
+  return rounding + static_cast<double>(k) * 0x1p-22;
+}
+
+// Every byte of the D buffers that no element of any group occupies still holds the poison.
+void expect_only_group_elements_written(const HostWorkload& workload) {
+  const GemmArguments& args = workload.args();
+  std::vector<const testing::Buffer*> outputs;
+  for (const testing::Buffer& b : workload.buffers())
+    if (b.name == "D" || b.name.rfind("D[", 0) == 0) outputs.push_back(&b);
+  std::vector<std::vector<bool>> owned(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) owned[i].assign(outputs[i]->bytes, false);
+  const std::int64_t element_bytes = bits_of(args.d_type) / 8;
+  const bool d_n = args.d_major == Major::n;
+  for (const core::ResolvedGroup& g : cpu::resolve_host_groups(args)) {
+    if (g.m == 0) continue;
+    const auto* base = static_cast<const std::uint8_t*>(g.d.data);
+    std::size_t which = outputs.size();
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (base >= outputs[i]->get() && base < outputs[i]->get() + outputs[i]->bytes) which = i;
+    ASSERT_LT(which, outputs.size()) << "a group's D lies outside every D buffer";
+    for (std::int64_t l = 0; l < g.l; ++l)
+      for (std::int64_t m = 0; m < g.m; ++m)
+        for (std::int64_t n = 0; n < g.n; ++n) {
+          const std::int64_t index = l * g.d.batch_stride + core::matrix_offset(d_n, m, n, g.d.ld);
+          const std::int64_t offset = (base - outputs[which]->get()) + index * element_bytes;
+          ASSERT_LE(offset + element_bytes, static_cast<std::int64_t>(outputs[which]->bytes));
+          for (std::int64_t byte = 0; byte < element_bytes; ++byte)
+            owned[which][static_cast<std::size_t>(offset + byte)] = true;
+        }
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    std::int64_t written = 0, first = -1;
+    for (std::size_t byte = 0; byte < outputs[i]->bytes; ++byte) {
+      if (!owned[i][byte] && outputs[i]->get()[byte] != 0xFF) {
+        if (first < 0) first = static_cast<std::int64_t>(byte);
+        ++written;
+      }
+    }
+    EXPECT_EQ(written, 0) << outputs[i]->name << ": " << written
+                          << " bytes outside the groups were written, the first at byte " << first;
+  }
+}
+
+// ---- cases --------------------------------------------------------------------------------------------
+
+struct BackendCase {
+  std::string name;
+  WorkloadSpec spec;
+  int threads = 0;
+};
+
+WorkloadSpec base_spec(Recipe a, Recipe b, std::vector<GroupShape> groups) {
+  WorkloadSpec spec;
+  spec.a_type = make_operand_type(a);
+  spec.b_type = make_operand_type(b);
+  spec.groups = std::move(groups);
+  return spec;
+}
+
+// Ragged groups: an empty one, a one-row one, K not a multiple of any block.
+std::vector<GroupShape> ragged() {
+  return {{37, 50, 96, 1}, {0, 64, 64, 1}, {1, 33, 160, 1}, {70, 16, 48, 1}, {19, 130, 100, 1}};
+}
+
+std::vector<BackendCase> backend_cases() {
+  std::vector<BackendCase> cases;
+  auto add = [&](std::string name, WorkloadSpec spec, int threads = 0) {
+    // Test names take letters, digits and underscores only ("mn-major" -> "mn_major").
+    for (char& ch : name)
+      if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+    spec.seed = seed_of(name);
+    cases.push_back({std::move(name), std::move(spec), threads});
+  };
+
+  // Every recipe, and the FP8 x FP4 pairs.
+  add("mxfp8_e4m3", base_spec(Recipe::mxfp8, Recipe::mxfp8, ragged()));
+  {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::mxfp8, ragged());
+    s.a_type.element = s.b_type.element = DataType::e5m2;
+    add("mxfp8_e5m2", s);
+  }
+  {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::mxfp8, ragged());
+    s.b_type.element = DataType::e5m2;
+    add("mxfp8_e4m3_x_e5m2", s);
+  }
+  add("mxfp4", base_spec(Recipe::mxfp4, Recipe::mxfp4, ragged()));
+  add("nvfp4", base_spec(Recipe::nvfp4, Recipe::nvfp4, ragged()));
+  add("fp8_block128_f32_scales", base_spec(Recipe::fp8_block128, Recipe::fp8_block128, ragged()));
+  {
+    WorkloadSpec s = base_spec(Recipe::fp8_block128, Recipe::fp8_block128, ragged());
+    s.a_type.scale = s.b_type.scale = DataType::ue8m0;
+    add("fp8_block128_ue8m0_scales", s);
+  }
+  {
+    WorkloadSpec s = base_spec(Recipe::mxfp4, Recipe::mxfp4, ragged());
+    s.quantize.mx_scale_rounding = Ue8m0Rounding::ceil;
+    add("mxfp4_ceil_scales", s);
+  }
+  add("mxfp8_x_mxfp4", base_spec(Recipe::mxfp8, Recipe::mxfp4, ragged()));
+  add("mxfp8_x_nvfp4", base_spec(Recipe::mxfp8, Recipe::nvfp4, ragged()));
+  add("block128_x_mxfp4", base_spec(Recipe::fp8_block128, Recipe::mxfp4, ragged()));
+  add("block128_x_nvfp4", base_spec(Recipe::fp8_block128, Recipe::nvfp4, ragged()));
+
+  // Every major of A, B and D (FP8: FP4 operands are k-major).
+  for (const Recipe recipe : {Recipe::mxfp8, Recipe::fp8_block128}) {
+    for (const Major a : {Major::m, Major::k})
+      for (const Major b : {Major::n, Major::k})
+        for (const Major d : {Major::m, Major::n}) {
+          WorkloadSpec s =
+              base_spec(recipe, recipe, {{45, 70, 96, 1}, {16, 24, 160, 1}, {0, 8, 32, 1}, {3, 140, 64, 1}});
+          s.a_major = a;
+          s.b_major = b;
+          s.d_major = d;
+          add(std::string("majors_") + (recipe == Recipe::mxfp8 ? "mxfp8" : "block128") + "_a" + to_string(a) + "_b" +
+                  to_string(b) + "_d" + to_string(d),
+              s);
+        }
+  }
+  {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::nvfp4, ragged());
+    s.a_major = Major::m;
+    s.d_major = Major::m;
+    add("majors_mxfp8_x_nvfp4_am_dm", s);
+  }
+
+  // Scale layouts, A and B independently.
+  const ScaleLayout layouts[] = {ScaleLayout::linear, ScaleLayout::blocked_128x4, ScaleLayout::mn_major};
+  for (const Recipe recipe : {Recipe::mxfp8, Recipe::nvfp4, Recipe::fp8_block128}) {
+    for (const ScaleLayout sfa : layouts)
+      for (const ScaleLayout sfb : layouts) {
+        if (sfa == sfb && sfa == ScaleLayout::linear) continue;  // the recipe cases above
+        WorkloadSpec s = base_spec(recipe, recipe, {{150, 40, 100, 1}, {0, 16, 48, 1}, {7, 260, 64, 1}});
+        s.a_type.scale_layout = sfa;
+        s.b_type.scale_layout = sfb;
+        add(std::string("scales_") + to_string(recipe) + "_" + to_string(sfa) + "_" + to_string(sfb), s);
+      }
+  }
+
+  // K: one element, smaller than a block, not a multiple of any block, gpt-oss's 2880.
+  for (const Recipe recipe : {Recipe::mxfp8, Recipe::mxfp4, Recipe::nvfp4, Recipe::fp8_block128}) {
+    for (const int k : {1, 48, 100, 2880}) {
+      WorkloadSpec s = base_spec(recipe, recipe, {{9, 24, k, 1}, {0, 24, k, 1}, {17, 40, k, 1}});
+      add(std::string("k") + std::to_string(k) + "_" + to_string(recipe), s);
+    }
+  }
+
+  // Batches, C with beta, every output type, strides with padding.
+  for (const DataType d : {DataType::f32, DataType::f16, DataType::bf16}) {
+    WorkloadSpec s =
+        base_spec(Recipe::nvfp4, Recipe::nvfp4, {{13, 20, 64, 3}, {0, 8, 64, 2}, {1, 40, 96, 2}, {29, 17, 80, 1}});
+    s.d_type = d;
+    s.alpha = -1.25f;
+    s.beta = 0.5f;
+    add(std::string("batches_beta_") + to_string(d), s);
+  }
+  {
+    WorkloadSpec s = base_spec(Recipe::fp8_block128, Recipe::fp8_block128, {{13, 20, 200, 2}, {33, 150, 64, 3}});
+    s.a_major = Major::m;
+    s.d_major = Major::m;
+    s.d_type = DataType::f32;
+    s.beta = -2.0f;
+    s.padded_strides = true;
+    add("batches_padded_block128_am_dm", s);
+  }
+  for (const Recipe recipe : {Recipe::mxfp8, Recipe::mxfp4, Recipe::nvfp4, Recipe::fp8_block128}) {
+    WorkloadSpec s = base_spec(recipe, recipe, ragged());
+    s.padded_strides = true;
+    s.beta = 1.0f;
+    s.d_type = DataType::f16;
+    s.a_type.scale_layout = ScaleLayout::mn_major;
+    s.b_type.scale_layout = recipe == Recipe::fp8_block128 ? ScaleLayout::linear : ScaleLayout::blocked_128x4;
+    add(std::string("padded_") + to_string(recipe), s);
+  }
+
+  // The contiguous form: offsets in every encoding, empty groups, rows after the last group.
+  {
+    int variant = 0;
+    for (const IndexType type : {IndexType::i32, IndexType::i64})
+      for (const bool with_zero : {false, true}) {
+        const Recipe recipe = variant % 2 ? Recipe::nvfp4 : Recipe::mxfp8;
+        WorkloadSpec s = base_spec(recipe, recipe,
+                                   {{0, 72, 96, 1}, {37, 72, 96, 1}, {1, 72, 96, 1}, {0, 72, 96, 1}, {130, 72, 96, 1}});
+        s.layout = GroupLayout::contiguous;
+        s.offsets_type = type;
+        s.offsets_start_with_zero = with_zero;
+        s.moe_rows = 200;  // 32 rows after the last group: never written
+        s.a_type.scale_layout = variant >= 2 ? ScaleLayout::blocked_128x4 : ScaleLayout::linear;
+        s.beta = variant == 3 ? 0.25f : 0.0f;
+        s.padded_strides = variant == 1;
+        add("contiguous_" + std::to_string(variant), s);
+        ++variant;
+      }
+    WorkloadSpec s =
+        base_spec(Recipe::fp8_block128, Recipe::fp8_block128, {{20, 136, 200, 1}, {0, 136, 200, 1}, {61, 136, 200, 1}});
+    s.layout = GroupLayout::contiguous;
+    s.a_major = Major::m;
+    s.d_major = Major::m;
+    s.a_type.scale_layout = ScaleLayout::mn_major;
+    s.moe_rows = 96;
+    s.d_type = DataType::f32;
+    add("contiguous_block128_am_dm", s);
+  }
+
+  // The masked form: rows at and past masked_m hold random A and are never written.
+  for (const Recipe recipe : {Recipe::mxfp8, Recipe::mxfp4, Recipe::nvfp4, Recipe::fp8_block128}) {
+    WorkloadSpec s = base_spec(recipe, recipe, {{5, 48, 128, 1}, {0, 48, 128, 1}, {32, 48, 128, 1}, {17, 48, 128, 1}});
+    s.layout = GroupLayout::masked;
+    s.moe_rows = 40;
+    s.beta = recipe == Recipe::nvfp4 ? -0.5f : 0.0f;
+    s.a_type.scale_layout = recipe == Recipe::mxfp4 ? ScaleLayout::blocked_128x4 : ScaleLayout::linear;
+    s.padded_strides = recipe == Recipe::fp8_block128;
+    add(std::string("masked_") + to_string(recipe), s);
+  }
+
+  // Many small groups, in the pointer-array and contiguous forms.
+  {
+    std::vector<GroupShape> groups, moe_groups;
+    for (int g = 0; g < 64; ++g) {
+      groups.push_back({(g * 37) % 23, 8 + (g * 7) % 41, 32 * (1 + g % 3) + (g % 2) * 16, 1});
+      moe_groups.push_back({(g * 13) % 19, 40, 64, 1});
+    }
+    add("many_groups_mxfp8", base_spec(Recipe::mxfp8, Recipe::mxfp8, groups));
+    add("many_groups_nvfp4_one_thread", base_spec(Recipe::nvfp4, Recipe::nvfp4, groups), 1);
+    WorkloadSpec s = base_spec(Recipe::fp8_block128, Recipe::nvfp4, moe_groups);
+    s.layout = GroupLayout::contiguous;
+    add("many_groups_contiguous_three_threads", s, 3);
+  }
+
+  // One larger group (several tiles each way), and a long K that splits the group into slabs.
+  {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::mxfp8, {{300, 290, 256, 1}});
+    s.d_type = DataType::f32;
+    add("larger_group", s);
+    // With the AVX-512 tile, 300 rows of K = 65536 make three A ranges in two waves.
+    add("long_k_slabs", base_spec(Recipe::nvfp4, Recipe::nvfp4, {{300, 1, 65536, 1}}));
+  }
+  return cases;
+}
+
+class CpuBackend : public ::testing::TestWithParam<BackendCase> {};
+
+TEST_P(CpuBackend, MatchesReference) {
+  const BackendCase& c = GetParam();
+  HostWorkload workload;
+  const Status created = HostWorkload::create(c.spec, &workload);
+  ASSERT_TRUE(created.ok()) << created.message;
+  ExpectedOutput expected;
+  const Status reference = reference_gemm(workload.args(), &expected);
+  ASSERT_TRUE(reference.ok()) << reference.message;
+
+  workload.poison_output();
+  RunOptions options;
+  options.backend = Backend::cpu;
+  options.cpu_threads = c.threads;
+  const Status ran = run(workload.args(), options, nullptr, 0);
+  ASSERT_TRUE(ran.ok()) << ran.message;
+
+  CheckOptions check;
+  check.tolerance = tight_tolerance(c.spec);
+  const CheckReport report = check_output(workload.args(), expected, check);
+  EXPECT_TRUE(report.pass) << report.summary();
+  std::int64_t elements = 0;
+  for (const GroupShape& g : c.spec.groups) elements += std::int64_t{g.m} * g.n * g.l;
+  EXPECT_EQ(report.checked, elements);
+  expect_only_group_elements_written(workload);
+}
+
+INSTANTIATE_TEST_SUITE_P(Random, CpuBackend, ::testing::ValuesIn(backend_cases()),
+                         [](const ::testing::TestParamInfo<BackendCase>& info) { return info.param.name; });
+
+// The expected output from the back end with fp32 output (what the tool uses for large cases)
+// agrees with the reference to fp32 accumulation accuracy.
+TEST(ExpectedOutput, FastPathAgreesWithReference) {
+  for (const GroupLayout layout : {GroupLayout::pointer_array, GroupLayout::contiguous, GroupLayout::masked}) {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::nvfp4, {{21, 40, 160, 1}, {0, 40, 160, 1}, {66, 40, 160, 1}});
+    s.layout = layout;
+    s.d_type = DataType::bf16;
+    s.d_major = Major::m;
+    s.beta = 0.75f;
+    s.padded_strides = true;
+    s.seed = seed_of("fast_path") + static_cast<std::uint64_t>(layout);
+    HostWorkload workload;
+    ASSERT_TRUE(HostWorkload::create(s, &workload).ok());
+    ExpectedOutput exact, fast;
+    ASSERT_TRUE(testing::expected_output(workload, true, 0, &exact).ok());
+    const Status st = testing::expected_output(workload, false, 2, &fast);
+    ASSERT_TRUE(st.ok()) << st.message;
+    ASSERT_EQ(exact.size(), fast.size());
+    for (std::size_t g = 0; g < exact.size(); ++g) {
+      ASSERT_EQ(exact[g].size(), fast[g].size()) << "group " << g;
+      for (std::size_t i = 0; i < exact[g].size(); ++i)
+        EXPECT_NEAR(fast[g][i], exact[g][i], 1e-4 * (1.0 + std::fabs(exact[g][i])))
+            << "group " << g << ", element " << i;
+    }
+  }
+}
+
+// ---- check_output ------------------------------------------------------------------------------------
+
+class CheckOutput : public ::testing::Test {
+ protected:
+  // Two groups with L = 2, m-major f32 D with padded strides, already run and correct.
+  void SetUp() override {
+    WorkloadSpec s = base_spec(Recipe::mxfp8, Recipe::mxfp8, {{7, 9, 64, 2}, {5, 12, 96, 2}});
+    s.d_type = DataType::f32;
+    s.d_major = Major::m;
+    s.padded_strides = true;
+    s.seed = seed_of("check_output");
+    ASSERT_TRUE(HostWorkload::create(s, &workload_).ok());
+    ASSERT_TRUE(reference_gemm(workload_.args(), &expected_).ok());
+    RunOptions options;
+    options.backend = Backend::cpu;
+    ASSERT_TRUE(run(workload_.args(), options, nullptr, 0).ok());
+  }
+
+  // Element (l, m, n) of group g's D, located from problem.hpp's definition (m-major, explicit
+  // strides since the workload pads them).
+  float& element(int g, std::int64_t l, std::int64_t m, std::int64_t n) {
+    const GroupProblem& p = workload_.args().groups[g];
+    return static_cast<float*>(p.d)[l * p.batch_stride_d + n * p.ldd + m];
+  }
+
+  HostWorkload workload_;
+  ExpectedOutput expected_;
+};
+
+TEST_F(CheckOutput, PassesTheCorrectOutput) {
+  const CheckReport report = check_output(workload_.args(), expected_);
+  EXPECT_TRUE(report.pass) << report.summary();
+  EXPECT_EQ(report.failures, 0);
+  EXPECT_EQ(report.checked, 7 * 9 * 2 + 5 * 12 * 2);
+  EXPECT_TRUE(report.error.empty());
+  EXPECT_EQ(report.summary().rfind("PASS", 0), 0u) << report.summary();
+  EXPECT_GT(report.max_rel_err, 0.0);  // bf16 would show more; f32 still differs from fp64 somewhere
+  EXPECT_LT(report.max_rel_err, 96 * 0x1p-24);
+}
+
+TEST_F(CheckOutput, ReportsAPlantedWrongElement) {
+  const double want = expected_[1][(1 * 5 + 3) * 12 + 10];
+  element(1, 1, 3, 10) = static_cast<float>(want + 1000.0);
+  const CheckReport report = check_output(workload_.args(), expected_);
+  EXPECT_FALSE(report.pass);
+  EXPECT_EQ(report.failures, 1);
+  EXPECT_EQ(report.worst_group, 1);
+  EXPECT_EQ(report.worst_l, 1);
+  EXPECT_EQ(report.worst_m, 3);
+  EXPECT_EQ(report.worst_n, 10);
+  EXPECT_EQ(report.worst_value, static_cast<float>(want + 1000.0));
+  EXPECT_EQ(report.worst_expected, want);
+  EXPECT_NEAR(report.max_abs_err, 1000.0, 1e-3);
+  EXPECT_EQ(report.summary().rfind("FAIL", 0), 0u) << report.summary();
+}
+
+TEST_F(CheckOutput, ReportsAPlantedNaN) {
+  element(0, 0, 6, 0) = std::numeric_limits<float>::quiet_NaN();
+  for (const int threads : {1, 3}) {
+    CheckOptions options;
+    options.threads = threads;
+    const CheckReport report = check_output(workload_.args(), expected_, options);
+    EXPECT_FALSE(report.pass);
+    EXPECT_EQ(report.failures, 1);
+    EXPECT_EQ(report.worst_group, 0);
+    EXPECT_EQ(report.worst_l, 0);
+    EXPECT_EQ(report.worst_m, 6);
+    EXPECT_EQ(report.worst_n, 0);
+    EXPECT_TRUE(std::isnan(report.worst_value));
+    EXPECT_TRUE(std::isinf(report.max_rel_err));
+  }
+}
+
+TEST_F(CheckOutput, NaNPassesOnlyWhereExpected) {
+  // NaN written where NaN is expected passes; a finite value where NaN is expected fails.
+  element(1, 0, 2, 2) = std::numeric_limits<float>::quiet_NaN();
+  expected_[1][(0 * 5 + 2) * 12 + 2] = std::numeric_limits<double>::quiet_NaN();
+  CheckReport report = check_output(workload_.args(), expected_);
+  EXPECT_TRUE(report.pass) << report.summary();
+  expected_[0][(1 * 7 + 4) * 9 + 8] = std::numeric_limits<double>::quiet_NaN();
+  report = check_output(workload_.args(), expected_);
+  EXPECT_FALSE(report.pass);
+  EXPECT_EQ(report.failures, 1);
+  EXPECT_EQ(report.worst_group, 0);
+  EXPECT_EQ(report.worst_l, 1);
+  EXPECT_EQ(report.worst_m, 4);
+  EXPECT_EQ(report.worst_n, 8);
+}
+
+TEST_F(CheckOutput, ErrorsAreNormalisedByTheOperandNorms) {
+  // An error just under the tolerance passes, just over fails: the normaliser is
+  // |alpha| * ||a_m|| * ||b_n||, computed here independently from the decoded operands.
+  const int g = 0;
+  const std::int64_t l = 1, m = 2, n = 5;
+  const core::ResolvedGroup group = cpu::resolve_host_groups(workload_.args())[g];
+  const cpu::OperandView a = cpu::operand_a(workload_.args(), group), b = cpu::operand_b(workload_.args(), group);
+  double a_norm = 0, b_norm = 0;
+  for (std::int64_t k = 0; k < group.k; ++k) {
+    a_norm += std::pow(cpu::decoded_value(a, l, m, k), 2);
+    b_norm += std::pow(cpu::decoded_value(b, l, n, k), 2);
+  }
+  const double scale = std::fabs(group.alpha) * std::sqrt(a_norm) * std::sqrt(b_norm);
+  const double want = expected_[g][(l * 7 + m) * 9 + n];
+  CheckOptions options;
+  options.tolerance = 1e-3;
+  element(g, l, m, n) = static_cast<float>(want + 0.9e-3 * scale);
+  EXPECT_TRUE(check_output(workload_.args(), expected_, options).pass);
+  element(g, l, m, n) = static_cast<float>(want + 1.1e-3 * scale);
+  const CheckReport report = check_output(workload_.args(), expected_, options);
+  EXPECT_FALSE(report.pass);
+  EXPECT_NEAR(report.max_rel_err, 1.1e-3, 1e-5);
+}
+
+TEST_F(CheckOutput, RejectsExpectedValuesOfTheWrongShape) {
+  ExpectedOutput wrong = expected_;
+  wrong[1].pop_back();
+  CheckReport report = check_output(workload_.args(), wrong);
+  EXPECT_FALSE(report.pass);
+  EXPECT_FALSE(report.error.empty());
+  EXPECT_EQ(report.worst_group, 1);
+  EXPECT_EQ(report.summary().rfind("FAIL", 0), 0u);
+  wrong = expected_;
+  wrong.pop_back();
+  report = check_output(workload_.args(), wrong);
+  EXPECT_FALSE(report.pass);
+  EXPECT_FALSE(report.error.empty());
+}
+
+TEST(DefaultTolerance, IsOutputRoundingPlusAccumulation) {
+  GemmArguments args;
+  args.d_type = DataType::bf16;
+  EXPECT_EQ(default_tolerance(args), 0x1p-8 + 0x1p-12);
+  args.d_type = DataType::f16;
+  EXPECT_EQ(default_tolerance(args), 0x1p-10 + 0x1p-12);
+  args.d_type = DataType::f32;
+  EXPECT_EQ(default_tolerance(args), 0x1p-12);
+}
+
+}  // namespace
+}  // namespace bsgemm

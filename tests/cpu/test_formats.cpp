@@ -1,0 +1,720 @@
+// Element and scale formats (include/bsgemm/formats.hpp), checked three ways:
+//   - exhaustively against values computed here from the bit fields (sign, exponent, mantissa
+//     arithmetic in double), for every code of every format, with encode(decode(c)) == c;
+//   - rounding: every midpoint between adjacent representable values, and the values just beside
+//     it, plus hand-computed overflow, subnormal and ue8m0 cases;
+//   - externally, against tests/data/formats-torch.json, made by PyTorch's own float8 casts.
+// The Json suite tests the JSON reader that the golden-file test uses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bsgemm/formats.hpp"
+#include "src/testing/json.hpp"
+
+namespace bsgemm {
+namespace {
+
+namespace json = testing::json;
+
+float bits_float(std::uint32_t bits) {
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// The value of a code of a binary floating-point format with `exp_bits` exponent bits, `man_bits`
+// mantissa bits, exponent bias `bias` and a sign bit above them, ignoring special codes.
+double field_value(std::uint32_t code, int exp_bits, int man_bits, int bias) {
+  const std::uint32_t sign = (code >> (exp_bits + man_bits)) & 1u;
+  const int exponent = static_cast<int>((code >> man_bits) & ((1u << exp_bits) - 1u));
+  const int mantissa = static_cast<int>(code & ((1u << man_bits) - 1u));
+  const double magnitude = exponent == 0 ? std::ldexp(mantissa, 1 - bias - man_bits)
+                                         : std::ldexp((1 << man_bits) + mantissa, exponent - bias - man_bits);
+  return sign ? -magnitude : magnitude;
+}
+
+// The specification of each format (design.md's table), independent of formats.hpp.
+double expected_e4m3(std::uint32_t c) { return (c & 0x7Fu) == 0x7Fu ? kNaN : field_value(c, 4, 3, 7); }
+
+double expected_ieee_like(std::uint32_t c, int exp_bits, int man_bits, int bias) {
+  const std::uint32_t exp_mask = (1u << exp_bits) - 1u;
+  if (((c >> man_bits) & exp_mask) == exp_mask) {
+    if ((c & ((1u << man_bits) - 1u)) != 0) return kNaN;
+    return (c >> (exp_bits + man_bits)) & 1u ? -kInf : kInf;
+  }
+  return field_value(c, exp_bits, man_bits, bias);
+}
+
+double expected_e5m2(std::uint32_t c) { return expected_ieee_like(c, 5, 2, 15); }
+double expected_f16(std::uint32_t c) { return expected_ieee_like(c, 5, 10, 15); }
+double expected_bf16(std::uint32_t c) { return expected_ieee_like(c, 8, 7, 127); }
+double expected_e2m1(std::uint32_t c) { return field_value(c, 2, 1, 1); }
+double expected_ue8m0(std::uint32_t c) { return c == 0xFFu ? kNaN : std::ldexp(1.0, static_cast<int>(c) - 127); }
+double expected_ue4m3(std::uint32_t c) { return expected_e4m3(c & 0x7Fu); }
+
+// Same value, same sign of zero, or both NaN.
+bool same_value(double actual, double expected) {
+  if (std::isnan(expected)) return std::isnan(actual);
+  return actual == expected && std::signbit(actual) == std::signbit(expected);
+}
+
+// ---- exhaustive decode and round trip ---------------------------------------------------------
+
+TEST(Formats, DecodeEveryE4m3Code) {
+  for (std::uint32_t c = 0; c < 256; ++c)
+    EXPECT_TRUE(same_value(decode_e4m3(static_cast<std::uint8_t>(c)), expected_e4m3(c))) << "code " << c;
+  // The table's landmarks, by hand.
+  EXPECT_EQ(decode_e4m3(0x7E), 448.0f);
+  EXPECT_EQ(decode_e4m3(0x01), 0.001953125f);  // 2^-9, the smallest subnormal
+  EXPECT_EQ(decode_e4m3(0x08), 0.015625f);     // 2^-6, the smallest normal
+  EXPECT_EQ(decode_e4m3(0x38), 1.0f);
+  EXPECT_EQ(decode_e4m3(0xC4), -3.0f);
+  EXPECT_TRUE(std::isnan(decode_e4m3(0x7F)) && std::isnan(decode_e4m3(0xFF)));
+}
+
+TEST(Formats, DecodeEveryE5m2Code) {
+  for (std::uint32_t c = 0; c < 256; ++c)
+    EXPECT_TRUE(same_value(decode_e5m2(static_cast<std::uint8_t>(c)), expected_e5m2(c))) << "code " << c;
+  EXPECT_EQ(decode_e5m2(0x7B), 57344.0f);
+  EXPECT_EQ(decode_e5m2(0x01), 1.52587890625e-05f);  // 2^-16
+  EXPECT_EQ(decode_e5m2(0x7C), std::numeric_limits<float>::infinity());
+  EXPECT_EQ(decode_e5m2(0xFC), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(decode_e5m2(0x7D)) && std::isnan(decode_e5m2(0xFF)));
+}
+
+TEST(Formats, DecodeEveryE2m1Code) {
+  // design.md: values +-{0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+  const float positive[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  for (std::uint32_t c = 0; c < 16; ++c) {
+    const float by_hand = c < 8 ? positive[c] : -positive[c - 8];
+    EXPECT_TRUE(same_value(decode_e2m1(static_cast<std::uint8_t>(c)), by_hand)) << "code " << c;
+    EXPECT_TRUE(same_value(decode_e2m1(static_cast<std::uint8_t>(c)), expected_e2m1(c))) << "code " << c;
+    // Only the low nibble counts.
+    EXPECT_TRUE(same_value(decode_e2m1(static_cast<std::uint8_t>(c | 0xA0u)), by_hand)) << "code " << c;
+  }
+}
+
+TEST(Formats, DecodeEveryScaleCode) {
+  for (std::uint32_t c = 0; c < 256; ++c) {
+    EXPECT_TRUE(same_value(decode_ue8m0(static_cast<std::uint8_t>(c)), expected_ue8m0(c))) << "ue8m0 code " << c;
+    EXPECT_TRUE(same_value(decode_ue4m3(static_cast<std::uint8_t>(c)), expected_ue4m3(c))) << "ue4m3 code " << c;
+  }
+  EXPECT_EQ(decode_ue8m0(0), std::ldexp(1.0f, -127));
+  EXPECT_EQ(decode_ue8m0(127), 1.0f);
+  EXPECT_EQ(decode_ue8m0(254), std::ldexp(1.0f, 127));
+  EXPECT_EQ(decode_ue4m3(0xB8), 1.0f);  // the sign bit is ignored
+}
+
+TEST(Formats, DecodeEvery16BitCode) {
+  for (std::uint32_t c = 0; c < 65536; ++c) {
+    const auto bits = static_cast<std::uint16_t>(c);
+    ASSERT_TRUE(same_value(decode_f16(bits), expected_f16(c))) << "f16 code " << c;
+    ASSERT_TRUE(same_value(decode_bf16(bits), expected_bf16(c))) << "bf16 code " << c;
+  }
+}
+
+TEST(Formats, DecodeByDataType) {
+  for (std::uint32_t c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    EXPECT_TRUE(same_value(decode(DataType::e4m3, code), expected_e4m3(c)));
+    EXPECT_TRUE(same_value(decode(DataType::e5m2, code), expected_e5m2(c)));
+    EXPECT_TRUE(same_value(decode(DataType::e2m1, code), expected_e2m1(c & 0xFu)));
+    EXPECT_TRUE(same_value(decode(DataType::ue8m0, code), expected_ue8m0(c)));
+    EXPECT_TRUE(same_value(decode(DataType::ue4m3, code), expected_ue4m3(c)));
+  }
+}
+
+TEST(Formats, EncodeOfDecodeIsIdentity) {
+  for (std::uint32_t c = 0; c < 256; ++c) {
+    const auto code = static_cast<std::uint8_t>(c);
+    if (!std::isnan(expected_e4m3(c))) {
+      EXPECT_EQ(encode_e4m3(decode_e4m3(code), Overflow::saturate), code) << "e4m3 " << c;
+      EXPECT_EQ(encode_e4m3(decode_e4m3(code), Overflow::non_saturating), code) << "e4m3 " << c;
+      EXPECT_EQ(encode(DataType::e4m3, decode_e4m3(code)), code) << "e4m3 " << c;
+    }
+    const double e5m2 = expected_e5m2(c);
+    if (!std::isnan(e5m2)) {
+      EXPECT_EQ(encode_e5m2(decode_e5m2(code), Overflow::non_saturating), code) << "e5m2 " << c;
+      // Saturation maps the infinities to the largest finite value, every other code to itself.
+      const std::uint8_t saturated = std::isinf(e5m2) ? static_cast<std::uint8_t>((c & 0x80u) | 0x7Bu) : code;
+      EXPECT_EQ(encode_e5m2(decode_e5m2(code), Overflow::saturate), saturated) << "e5m2 " << c;
+    }
+    if (c != 0xFFu) {
+      EXPECT_EQ(encode_ue8m0(decode_ue8m0(code), Ue8m0Rounding::floor), code) << "ue8m0 " << c;
+      EXPECT_EQ(encode_ue8m0(decode_ue8m0(code), Ue8m0Rounding::ceil), code) << "ue8m0 " << c;
+      EXPECT_EQ(encode_ue8m0(decode_ue8m0(code), Ue8m0Rounding::nearest_up), code) << "ue8m0 " << c;
+    }
+    if (c < 0x7Fu) {
+      EXPECT_EQ(encode_ue4m3(decode_ue4m3(code)), code) << "ue4m3 " << c;
+    }
+  }
+  for (std::uint32_t c = 0; c < 16; ++c)  // including -0 (code 8)
+    EXPECT_EQ(encode_e2m1(decode_e2m1(static_cast<std::uint8_t>(c))), c) << "e2m1 " << c;
+  for (std::uint32_t c = 0; c < 65536; ++c) {
+    const auto bits = static_cast<std::uint16_t>(c);
+    if (!std::isnan(expected_f16(c))) {
+      ASSERT_EQ(encode_f16(decode_f16(bits)), bits) << "f16 " << c;
+    }
+    if (!std::isnan(expected_bf16(c))) {
+      ASSERT_EQ(encode_bf16(decode_bf16(bits)), bits) << "bf16 " << c;
+    }
+  }
+}
+
+TEST(Formats, NaNEncodings) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(encode_e4m3(nan), 0x7F);
+  EXPECT_EQ(encode_e4m3(-nan), 0xFF);
+  EXPECT_EQ(encode_e4m3(nan, Overflow::non_saturating), 0x7F);
+  EXPECT_TRUE(std::isnan(expected_e5m2(encode_e5m2(nan))));
+  EXPECT_TRUE(std::isnan(expected_e5m2(encode_e5m2(nan, Overflow::non_saturating))));
+  EXPECT_EQ(encode_e2m1(nan), 0x7);  // e2m1 has no NaN: +6, as formats.hpp documents
+  EXPECT_EQ(encode_ue8m0(nan), 0xFF);
+  EXPECT_EQ(encode_ue4m3(nan), 0x7F);
+  EXPECT_TRUE(std::isnan(expected_f16(encode_f16(nan))));
+  EXPECT_TRUE(std::isnan(expected_bf16(encode_bf16(nan))));
+  EXPECT_TRUE(std::signbit(decode_bf16(encode_bf16(-nan))));
+  // A signalling NaN pattern stays a NaN (is not truncated to inf) in bf16.
+  EXPECT_TRUE(std::isnan(expected_bf16(encode_bf16(bits_float(0x7F800001u)))));
+}
+
+// ---- rounding ---------------------------------------------------------------------------------
+
+struct CodeValue {
+  std::uint32_t code;
+  double value;
+};
+
+// Checks round-to-nearest-even of `encoder` between every pair of adjacent non-negative finite
+// values of a format: each midpoint goes to the neighbour with an even code (the one whose last
+// mantissa bit is 0), the floats just above and below it to the nearer neighbour, and the same
+// holds with the sign flipped (`sign_bit` set in the code).
+void check_midpoints(const char* name, std::vector<CodeValue> values, std::uint32_t sign_bit,
+                     const std::function<std::uint32_t(float)>& encoder) {
+  std::sort(values.begin(), values.end(), [](const CodeValue& a, const CodeValue& b) { return a.value < b.value; });
+  int failures = 0;
+  for (std::size_t i = 0; i + 1 < values.size() && failures < 10; ++i) {
+    const CodeValue lo = values[i], hi = values[i + 1];
+    ASSERT_EQ(hi.code, lo.code + 1) << name << ": codes are ordered as their values";
+    const double mid = (lo.value + hi.value) / 2;
+    const auto mid_f = static_cast<float>(mid);
+    ASSERT_EQ(static_cast<double>(mid_f), mid) << name << ": every midpoint is an fp32 value";
+    const std::uint32_t even = lo.code % 2 == 0 ? lo.code : hi.code;
+    const float above = std::nextafter(mid_f, std::numeric_limits<float>::infinity());
+    const float below = std::nextafter(mid_f, 0.0f);
+    const struct {
+      float x;
+      std::uint32_t want;
+    } cases[] = {{mid_f, even}, {above, hi.code}, {below, lo.code}, {static_cast<float>(lo.value), lo.code},
+                 {-mid_f, even | sign_bit}, {-above, hi.code | sign_bit}, {-below, lo.code | sign_bit}};
+    for (const auto& c : cases) {
+      const std::uint32_t got = encoder(c.x);
+      if (got != c.want) {
+        ADD_FAILURE() << name << ": encode(" << c.x << ") = 0x" << std::hex << got << ", expected 0x" << c.want;
+        ++failures;
+      }
+    }
+  }
+}
+
+std::vector<CodeValue> finite_non_negative(std::uint32_t count, double (*expected)(std::uint32_t)) {
+  std::vector<CodeValue> out;
+  for (std::uint32_t c = 0; c < count; ++c) {
+    const double v = expected(c);
+    if (std::isfinite(v) && !std::signbit(v)) out.push_back({c, v});
+  }
+  return out;
+}
+
+TEST(Formats, MidpointsRoundToNearestEven) {
+  for (const Overflow overflow : {Overflow::saturate, Overflow::non_saturating}) {
+    check_midpoints("e4m3", finite_non_negative(256, expected_e4m3), 0x80,
+                    [&](float x) { return encode_e4m3(x, overflow); });
+    check_midpoints("e5m2", finite_non_negative(256, expected_e5m2), 0x80,
+                    [&](float x) { return encode_e5m2(x, overflow); });
+  }
+  check_midpoints("e2m1", finite_non_negative(16, expected_e2m1), 0x8, [](float x) { return encode_e2m1(x); });
+  check_midpoints("ue4m3", finite_non_negative(128, expected_ue4m3), 0,
+                  [](float x) { return encode_ue4m3(x); });
+  check_midpoints("f16", finite_non_negative(65536, expected_f16), 0x8000, [](float x) { return encode_f16(x); });
+  check_midpoints("bf16", finite_non_negative(65536, expected_bf16), 0x8000, [](float x) { return encode_bf16(x); });
+}
+
+TEST(Formats, SubnormalsByHand) {
+  // e4m3 subnormals are m * 2^-9.
+  EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -9)), 0x01);
+  EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -10)), 0x00);        // half the smallest: tie to even 0
+  EXPECT_EQ(encode_e4m3(std::ldexp(1.5f, -10)), 0x01);        // 0.75 of the smallest: nearer to it
+  EXPECT_EQ(encode_e4m3(std::ldexp(3.0f, -10)), 0x02);        // 1.5 * 2^-9: tie between codes 1 and 2
+  EXPECT_EQ(encode_e4m3(std::ldexp(15.0f, -10)), 0x08);       // 7.5 * 2^-9: tie, 0x07 is odd -> 2^-6
+  EXPECT_EQ(encode_e4m3(-std::ldexp(1.0f, -11)), 0x80);       // rounds to -0
+  EXPECT_EQ(encode_e4m3(bits_float(0x00000001u)), 0x00);      // an fp32 subnormal
+  EXPECT_EQ(encode_e4m3(bits_float(0x80000001u)), 0x80);
+  // e5m2 subnormals are m * 2^-16.
+  EXPECT_EQ(encode_e5m2(std::ldexp(1.0f, -16)), 0x01);
+  EXPECT_EQ(encode_e5m2(std::ldexp(3.0f, -17)), 0x02);        // tie between codes 1 and 2
+  EXPECT_EQ(encode_e5m2(std::ldexp(1.0f, -17)), 0x00);
+  // e2m1: 0.5 is the only subnormal.
+  EXPECT_EQ(encode_e2m1(0.25f), 0x0);
+  EXPECT_EQ(encode_e2m1(0.26f), 0x1);
+  EXPECT_EQ(encode_e2m1(0.75f), 0x2);                         // tie between 0.5 and 1: code 2 is even
+  EXPECT_EQ(encode_e2m1(-0.1f), 0x8);
+  // f16 subnormals are m * 2^-24; bf16 ones m * 2^-133.
+  EXPECT_EQ(encode_f16(std::ldexp(1.0f, -24)), 0x0001);
+  EXPECT_EQ(encode_f16(std::ldexp(1.0f, -25)), 0x0000);
+  EXPECT_EQ(encode_f16(std::ldexp(3.0f, -25)), 0x0002);
+  EXPECT_EQ(encode_bf16(std::ldexp(1.0f, -133)), 0x0001);
+  EXPECT_EQ(encode_bf16(std::ldexp(3.0f, -134)), 0x0002);
+}
+
+TEST(Formats, OverflowRules) {
+  const float inf = std::numeric_limits<float>::infinity();
+  // e4m3: the step at the top is 32, so the midpoint above 448 is 464 (a tie: 448 = 0x7E is even).
+  for (const float x : {448.0f, 449.0f, 464.0f, 465.0f, 480.0f, 1e30f, inf}) {
+    EXPECT_EQ(encode_e4m3(x, Overflow::saturate), 0x7E) << x;
+    EXPECT_EQ(encode_e4m3(-x, Overflow::saturate), 0xFE) << x;
+  }
+  EXPECT_EQ(encode_e4m3(464.0f, Overflow::non_saturating), 0x7E);
+  EXPECT_EQ(encode_e4m3(std::nextafter(464.0f, inf), Overflow::non_saturating), 0x7F);
+  for (const float x : {480.0f, 500.0f, 1e30f, inf}) {
+    EXPECT_EQ(encode_e4m3(x, Overflow::non_saturating), 0x7F) << x;
+    EXPECT_EQ(encode_e4m3(-x, Overflow::non_saturating), 0xFF) << x;
+  }
+  // e5m2: the step at the top is 8192, the midpoint 61440 is a tie and 0x7B is odd: inf wins.
+  for (const float x : {57344.0f, 61439.0f, 61440.0f, 1e30f, inf}) {
+    EXPECT_EQ(encode_e5m2(x, Overflow::saturate), 0x7B) << x;
+    EXPECT_EQ(encode_e5m2(-x, Overflow::saturate), 0xFB) << x;
+  }
+  EXPECT_EQ(encode_e5m2(std::nextafter(61440.0f, 0.0f), Overflow::non_saturating), 0x7B);
+  EXPECT_EQ(encode_e5m2(61440.0f, Overflow::non_saturating), 0x7C);
+  EXPECT_EQ(encode_e5m2(inf, Overflow::non_saturating), 0x7C);
+  EXPECT_EQ(encode_e5m2(-1e30f, Overflow::non_saturating), 0xFC);
+  // e2m1 always saturates; 5 is a tie between 4 (code 6) and 6 (code 7).
+  EXPECT_EQ(encode_e2m1(5.0f), 0x6);
+  EXPECT_EQ(encode_e2m1(5.001f), 0x7);
+  for (const float x : {6.0f, 7.0f, 1e30f, inf}) {
+    EXPECT_EQ(encode_e2m1(x), 0x7) << x;
+    EXPECT_EQ(encode_e2m1(-x), 0xF) << x;
+  }
+  // ue4m3: saturating, sign ignored.
+  EXPECT_EQ(encode_ue4m3(500.0f), 0x7E);
+  EXPECT_EQ(encode_ue4m3(-2.0f), 0x40);
+  EXPECT_EQ(encode_ue4m3(inf), 0x7E);
+  // f16: max 65504, step 32 at the top, midpoint 65520 is a tie and 0x7BFF is odd.
+  EXPECT_EQ(encode_f16(65504.0f), 0x7BFF);
+  EXPECT_EQ(encode_f16(std::nextafter(65520.0f, 0.0f)), 0x7BFF);
+  EXPECT_EQ(encode_f16(65520.0f), 0x7C00);
+  EXPECT_EQ(encode_f16(-inf), 0xFC00);
+  // bf16: the largest finite value is 0x7F7F; halfway to 2^128 is a tie and 0x7F7F is odd.
+  const float bf16_max = decode_bf16(0x7F7F);
+  const float bf16_mid = static_cast<float>((static_cast<double>(bf16_max) + std::ldexp(1.0, 128)) / 2);
+  EXPECT_EQ(encode_bf16(std::nextafter(bf16_mid, 0.0f)), 0x7F7F);
+  EXPECT_EQ(encode_bf16(bf16_mid), 0x7F80);
+  EXPECT_EQ(encode_bf16(inf), 0x7F80);
+  EXPECT_EQ(encode_bf16(-inf), 0xFF80);
+}
+
+TEST(Formats, Ue8m0RoundingModes) {
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Case {
+    float x;
+    int floor, ceil, nearest_up;
+  };
+  const Case cases[] = {
+      {1.0f, 127, 127, 127},
+      {1.5f, 127, 128, 128},                       // the arithmetic midpoint of 1 and 2 rounds up
+      {std::nextafter(1.5f, 0.0f), 127, 128, 127},
+      {1.25f, 127, 128, 127},
+      {0.75f, 126, 127, 127},
+      {3.0f, 128, 129, 129},
+      {-4.0f, 129, 129, 129},                      // |x|
+      {0.0f, 0, 0, 0},
+      {bits_float(0x00400000u), 0, 0, 0},          // 2^-127, an fp32 subnormal: code 0 exactly
+      {bits_float(0x00600000u), 0, 1, 1},          // 1.5 * 2^-127
+      {bits_float(0x00500000u), 0, 1, 0},          // 1.25 * 2^-127
+      {std::ldexp(1.0f, -130), 0, 0, 0},           // below 2^-127: clamped to code 0
+      {bits_float(0x00000001u), 0, 0, 0},
+      {std::ldexp(1.0f, 127), 254, 254, 254},
+      {std::ldexp(1.5f, 127), 254, 254, 254},      // 2^128 does not exist: clamped to 254
+      {std::numeric_limits<float>::max(), 254, 254, 254},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(encode_ue8m0(c.x, Ue8m0Rounding::floor), c.floor) << c.x;
+    EXPECT_EQ(encode_ue8m0(c.x, Ue8m0Rounding::ceil), c.ceil) << c.x;
+    EXPECT_EQ(encode_ue8m0(c.x, Ue8m0Rounding::nearest_up), c.nearest_up) << c.x;
+  }
+  for (const Ue8m0Rounding r : {Ue8m0Rounding::floor, Ue8m0Rounding::ceil, Ue8m0Rounding::nearest_up}) {
+    EXPECT_EQ(encode_ue8m0(inf, r), 0xFF);
+    EXPECT_EQ(encode_ue8m0(-inf, r), 0xFF);
+    EXPECT_EQ(encode_ue8m0(std::numeric_limits<float>::quiet_NaN(), r), 0xFF);
+  }
+  // Every normal binade: 2^e, just above it, 1.5 * 2^e and just below that.
+  for (int e = -126; e <= 127; ++e) {
+    const int code = e + 127, up = std::min(code + 1, 254);
+    const float p = std::ldexp(1.0f, e);
+    const float above = std::nextafter(p, inf);
+    const float half = std::ldexp(1.5f, e);
+    const float below_half = std::nextafter(half, 0.0f);
+    EXPECT_EQ(encode_ue8m0(p, Ue8m0Rounding::floor), code);
+    EXPECT_EQ(encode_ue8m0(p, Ue8m0Rounding::ceil), code);
+    EXPECT_EQ(encode_ue8m0(p, Ue8m0Rounding::nearest_up), code);
+    EXPECT_EQ(encode_ue8m0(above, Ue8m0Rounding::floor), code);
+    EXPECT_EQ(encode_ue8m0(above, Ue8m0Rounding::ceil), up);
+    EXPECT_EQ(encode_ue8m0(above, Ue8m0Rounding::nearest_up), code);
+    EXPECT_EQ(encode_ue8m0(half, Ue8m0Rounding::floor), code);
+    EXPECT_EQ(encode_ue8m0(half, Ue8m0Rounding::ceil), up);
+    EXPECT_EQ(encode_ue8m0(half, Ue8m0Rounding::nearest_up), up);
+    EXPECT_EQ(encode_ue8m0(below_half, Ue8m0Rounding::nearest_up), code);
+  }
+}
+
+// ---- packing and by-type access ---------------------------------------------------------------
+
+TEST(Formats, SizesAndPacking) {
+  EXPECT_EQ(bits_of(DataType::e2m1), 4);
+  EXPECT_EQ(bits_of(DataType::e4m3), 8);
+  EXPECT_EQ(bits_of(DataType::ue8m0), 8);
+  EXPECT_EQ(bits_of(DataType::bf16), 16);
+  EXPECT_EQ(bits_of(DataType::f32), 32);
+  EXPECT_EQ(bytes_for(DataType::e2m1, 3), 2);
+  EXPECT_EQ(bytes_for(DataType::e2m1, 4), 2);
+  EXPECT_EQ(bytes_for(DataType::e5m2, 3), 3);
+  EXPECT_EQ(bytes_for(DataType::f16, 3), 6);
+  EXPECT_EQ(bytes_for(DataType::f32, 3), 12);
+
+  // Two e2m1 codes per byte, low nibble first; a store changes only its own nibble.
+  std::uint8_t bytes[3] = {0xAA, 0xAA, 0xAA};
+  store_code(DataType::e2m1, bytes, 0, 0x1);
+  EXPECT_EQ(bytes[0], 0xA1);
+  store_code(DataType::e2m1, bytes, 1, 0x2);
+  EXPECT_EQ(bytes[0], 0x21);
+  store_code(DataType::e2m1, bytes, 3, 0x1F);  // only the low nibble of the code is stored
+  EXPECT_EQ(bytes[1], 0xFA);
+  EXPECT_EQ(bytes[2], 0xAA);
+  EXPECT_EQ(load_code(DataType::e2m1, bytes, 0), 0x1);
+  EXPECT_EQ(load_code(DataType::e2m1, bytes, 1), 0x2);
+  EXPECT_EQ(load_code(DataType::e2m1, bytes, 2), 0xA);
+  EXPECT_EQ(load_code(DataType::e2m1, bytes, 3), 0xF);
+  for (std::uint32_t lo = 0; lo < 16; ++lo) {
+    for (std::uint32_t hi = 0; hi < 16; ++hi) {
+      std::uint8_t pair[2] = {0, 0x5C};
+      store_code(DataType::e2m1, pair, 2, static_cast<std::uint8_t>(lo));
+      store_code(DataType::e2m1, pair, 3, static_cast<std::uint8_t>(hi));
+      ASSERT_EQ(pair[1], lo | (hi << 4));
+      ASSERT_EQ(pair[0], 0);
+      ASSERT_EQ(load_code(DataType::e2m1, pair, 2), lo);
+      ASSERT_EQ(load_code(DataType::e2m1, pair, 3), hi);
+    }
+  }
+  // 8-bit formats: one byte per element.
+  std::uint8_t eight[2] = {0, 0};
+  store_code(DataType::e4m3, eight, 1, 0xC4);
+  EXPECT_EQ(eight[0], 0);
+  EXPECT_EQ(eight[1], 0xC4);
+  EXPECT_EQ(load_code(DataType::ue8m0, eight, 1), 0xC4);
+}
+
+TEST(Formats, LoadAndStoreValues) {
+  float f32[2] = {0, 0};
+  store_value(DataType::f32, f32, 1, 1.1f);
+  EXPECT_EQ(f32[1], 1.1f);
+  EXPECT_EQ(load_value(DataType::f32, f32, 1), 1.1f);
+  std::uint16_t half[2] = {0, 0};
+  store_value(DataType::f16, half, 1, 1.0f + std::ldexp(1.0f, -11));  // a tie: rounds to 1.0 (even)
+  EXPECT_EQ(half[1], 0x3C00);
+  store_value(DataType::bf16, half, 0, -2.0f);
+  EXPECT_EQ(half[0], 0xC000);
+  EXPECT_EQ(load_value(DataType::bf16, half, 0), -2.0f);
+  EXPECT_EQ(load_value(DataType::f16, half, 1), 1.0f);
+  std::uint8_t codes[1] = {0};
+  store_value(DataType::e2m1, codes, 1, -3.0f);
+  EXPECT_EQ(codes[0], 0xD0);
+  EXPECT_EQ(load_value(DataType::e2m1, codes, 1), -3.0f);
+  EXPECT_EQ(max_finite(DataType::e4m3), 448.0f);
+  EXPECT_EQ(max_finite(DataType::e5m2), 57344.0f);
+  EXPECT_EQ(max_finite(DataType::e2m1), 6.0f);
+  EXPECT_EQ(max_finite(DataType::f16), decode_f16(0x7BFF));
+  EXPECT_EQ(max_finite(DataType::bf16), decode_bf16(0x7F7F));
+  EXPECT_EQ(max_finite(DataType::ue8m0), decode_ue8m0(254));
+}
+
+// ---- the PyTorch golden file ------------------------------------------------------------------
+
+class TorchGolden : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string path = std::string(BSGEMM_SOURCE_DIR) + "/tests/data/formats-torch.json";
+    status_ = json::parse_file(path, &document_);
+  }
+
+  // document[section][name], which must be an array.
+  static const json::Value& array(const char* section, const char* name) {
+    static const json::Value missing;
+    const json::Value* s = document_.find(section);
+    const json::Value* a = s ? s->find(name) : nullptr;
+    return a && a->is_array() ? *a : missing;
+  }
+
+  static Status status_;
+  static json::Value document_;
+};
+
+Status TorchGolden::status_;
+json::Value TorchGolden::document_;
+
+double golden_number(const json::Value& v) {
+  if (v.is_number()) return v.number;
+  if (v.is_string() && v.string == "nan") return kNaN;
+  if (v.is_string() && v.string == "inf") return kInf;
+  if (v.is_string() && v.string == "-inf") return -kInf;
+  ADD_FAILURE() << "unexpected entry in the golden file";
+  return 0;
+}
+
+TEST_F(TorchGolden, DecodeTables) {
+  ASSERT_TRUE(status_.ok()) << status_.message;
+  const struct {
+    const char* name;
+    float (*decoder)(std::uint8_t);
+  } formats[] = {{"e4m3", decode_e4m3}, {"e5m2", decode_e5m2}, {"ue8m0", decode_ue8m0}};
+  for (const auto& f : formats) {
+    const json::Value& table = array("decode", f.name);
+    ASSERT_EQ(table.array.size(), 256u) << f.name;
+    for (std::uint32_t c = 0; c < 256; ++c) {
+      const double torch = golden_number(table.array[c]);
+      EXPECT_TRUE(same_value(f.decoder(static_cast<std::uint8_t>(c)), torch)) << f.name << " code " << c;
+    }
+  }
+}
+
+TEST_F(TorchGolden, EncodeTables) {
+  ASSERT_TRUE(status_.ok()) << status_.message;
+  const json::Value& inputs = array("encode", "inputs_fp32_hex");
+  const json::Value& e4m3 = array("encode", "e4m3");
+  const json::Value& e5m2 = array("encode", "e5m2");
+  const json::Value& ue8m0 = array("encode", "ue8m0");
+  ASSERT_EQ(inputs.array.size(), 3282u);
+  ASSERT_EQ(e4m3.array.size(), inputs.array.size());
+  ASSERT_EQ(e5m2.array.size(), inputs.array.size());
+  ASSERT_EQ(ue8m0.array.size(), inputs.array.size());
+
+  int mismatches = 0, saturated_e4m3 = 0, saturated_e5m2 = 0;
+  for (std::size_t i = 0; i < inputs.array.size(); ++i) {
+    const std::string& hex = inputs.array[i].string;
+    std::uint32_t bits = 0;
+    const auto parsed = std::from_chars(hex.data(), hex.data() + hex.size(), bits, 16);
+    ASSERT_TRUE(hex.size() == 8 && parsed.ec == std::errc() && parsed.ptr == hex.data() + hex.size()) << hex;
+    const float x = bits_float(bits);
+    const auto torch_e4m3 = static_cast<std::uint32_t>(e4m3.array[i].number);
+    const auto torch_e5m2 = static_cast<std::uint32_t>(e5m2.array[i].number);
+    const auto torch_ue8m0 = static_cast<std::uint32_t>(ue8m0.array[i].number);
+
+    // torch's casts: round to nearest even, no saturation; ue8m0 to the nearest power, ties up.
+    const std::uint32_t ours_e4m3 = encode_e4m3(x, Overflow::non_saturating);
+    const std::uint32_t ours_e5m2 = encode_e5m2(x, Overflow::non_saturating);
+    const std::uint32_t ours_ue8m0 = encode_ue8m0(x, Ue8m0Rounding::nearest_up);
+    if (ours_e4m3 != torch_e4m3 || ours_e5m2 != torch_e5m2 || ours_ue8m0 != torch_ue8m0) {
+      if (++mismatches <= 10)
+        ADD_FAILURE() << "input " << hex << " (" << x << "): e4m3 " << ours_e4m3 << " vs torch " << torch_e4m3
+                      << ", e5m2 " << ours_e5m2 << " vs " << torch_e5m2 << ", ue8m0 " << ours_ue8m0 << " vs "
+                      << torch_ue8m0;
+    }
+
+    // The saturating encoder differs from torch exactly where |x| rounds beyond the largest finite
+    // value, and gives the largest finite value with x's sign there. By hand: the e4m3 step at
+    // the top is 32, so the bound is 448 + 16 = 464, a tie that rounds to 448 (0x7E is even), so
+    // e4m3 overflows for |x| > 464; the e5m2 step is 8192, the bound 61440 ties away from the odd
+    // 0x7B to inf, so e5m2 overflows for |x| >= 61440.
+    const std::uint32_t sign = bits >> 31 ? 0x80u : 0u;
+    const bool e4m3_overflows = !std::isnan(x) && std::fabs(x) > 464.0f;
+    const bool e5m2_overflows = !std::isnan(x) && std::fabs(x) >= 61440.0f;
+    const std::uint32_t sat_e4m3 = encode_e4m3(x, Overflow::saturate);
+    const std::uint32_t sat_e5m2 = encode_e5m2(x, Overflow::saturate);
+    EXPECT_EQ(sat_e4m3 != torch_e4m3, e4m3_overflows) << hex;
+    EXPECT_EQ(sat_e5m2 != torch_e5m2, e5m2_overflows) << hex;
+    if (e4m3_overflows) {
+      EXPECT_EQ(sat_e4m3, sign | 0x7Eu) << hex;
+      ++saturated_e4m3;
+    }
+    if (e5m2_overflows) {
+      EXPECT_EQ(sat_e5m2, sign | 0x7Bu) << hex;
+      ++saturated_e5m2;
+    }
+  }
+  EXPECT_EQ(mismatches, 0);
+  // The file does exercise overflow (edge cases and random values up to 2^20).
+  EXPECT_GT(saturated_e4m3, 100);
+  EXPECT_GT(saturated_e5m2, 10);
+}
+
+// ---- the JSON reader and writers ----------------------------------------------------------------
+
+TEST(Json, ParsesValidDocument) {
+  const char* text = R"( {"a": [1, -2.5, 3e2, 0, -0, 1E-2, 0.5e+1, 123456789012],
+    "b": {"c": true, "d": false, "e": null},
+    "s": "x", "empty_object": {}, "empty_array": []} )";
+  json::Value v;
+  const Status s = json::parse(text, &v);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_TRUE(v.is_object());
+  ASSERT_EQ(v.object.size(), 5u);
+  EXPECT_EQ(v.object[0].first, "a");  // document order
+  EXPECT_EQ(v.object[4].first, "empty_array");
+  const json::Value* a = v.find("a");
+  ASSERT_TRUE(a && a->is_array());
+  const double numbers[] = {1, -2.5, 300, 0, -0.0, 0.01, 5, 123456789012.0};
+  ASSERT_EQ(a->array.size(), 8u);
+  for (std::size_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(a->array[i].is_number());
+    EXPECT_TRUE(same_value(a->array[i].number, numbers[i])) << i;
+  }
+  const json::Value* b = v.find("b");
+  ASSERT_TRUE(b && b->is_object());
+  EXPECT_EQ(b->find("c")->kind, json::Value::Kind::boolean);
+  EXPECT_TRUE(b->find("c")->boolean);
+  EXPECT_FALSE(b->find("d")->boolean);
+  EXPECT_EQ(b->find("e")->kind, json::Value::Kind::null);
+  EXPECT_EQ(v.find("s")->string, "x");
+  EXPECT_TRUE(v.find("empty_object")->is_object() && v.find("empty_object")->object.empty());
+  EXPECT_TRUE(v.find("empty_array")->is_array() && v.find("empty_array")->array.empty());
+  EXPECT_EQ(v.find("missing"), nullptr);
+  EXPECT_EQ(a->find("a"), nullptr);  // find on a non-object
+
+  // Any value may be the whole document.
+  ASSERT_TRUE(json::parse(" 42 ", &v).ok());
+  EXPECT_EQ(v.number, 42);
+  ASSERT_TRUE(json::parse("\"s\"", &v).ok());
+  EXPECT_EQ(v.string, "s");
+  ASSERT_TRUE(json::parse("\r\n\tnull", &v).ok());
+  EXPECT_EQ(v.kind, json::Value::Kind::null);
+}
+
+TEST(Json, Escapes) {
+  json::Value v;
+  ASSERT_TRUE(json::parse(R"("\"\\\/\b\f\n\r\t")", &v).ok());
+  EXPECT_EQ(v.string, "\"\\/\b\f\n\r\t");
+  ASSERT_TRUE(json::parse(R"("\u0041\u00e9\u20AC\ud83d\ude00")", &v).ok());
+  EXPECT_EQ(v.string, "A\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");  // UTF-8 of A, e acute, euro, U+1F600
+  ASSERT_TRUE(json::parse(R"("a\u0000b")", &v).ok());
+  EXPECT_EQ(v.string, std::string("a\0b", 3));
+  ASSERT_TRUE(json::parse("\"caf\xC3\xA9 \xF0\x9F\x98\x80\"", &v).ok());  // raw UTF-8 passes through
+  EXPECT_EQ(v.string, "caf\xC3\xA9 \xF0\x9F\x98\x80");
+}
+
+TEST(Json, MalformedInputReportsLineAndColumn) {
+  const struct {
+    std::string text;
+    int line, column;
+    const char* says;
+  } cases[] = {
+      {"", 1, 1, "expected a value"},
+      {"[1, 2,]", 1, 7, "expected a value, found ']'"},
+      {"[1 2]", 1, 4, "expected ',' or ']'"},
+      {"{\"a\" 1}", 1, 6, "expected ':'"},
+      {"{'a': 1}", 1, 2, "expected a string key"},
+      {"{\"a\": 1,}", 1, 9, "expected a string key"},
+      {"{\n  \"a\": 1,\n  \"b\": tru\n}", 3, 8, "invalid literal"},
+      {"[1,\n2,\n\n  x]", 4, 3, "expected a value, found 'x'"},
+      {"[01]", 1, 2, "leading zeros"},
+      {"[1.]", 1, 4, "after the decimal point"},
+      {"[.5]", 1, 2, "expected a value, found '.'"},
+      {"[+1]", 1, 2, "expected a value, found '+'"},
+      {"[-]", 1, 3, "expected a digit"},
+      {"[1e]", 1, 4, "exponent"},
+      {"[1e400]", 1, 2, "outside the range"},
+      {"NaN", 1, 1, "expected a value"},
+      {"[Infinity]", 1, 2, "expected a value"},
+      {"\"abc", 1, 1, "unterminated string"},
+      {"[\"a\tb\"]", 1, 4, "control character"},
+      {"\"\\x\"", 1, 2, "invalid escape"},
+      {"\"\\u12G4\"", 1, 6, "hex digit"},
+      {"\"\\uD800\"", 1, 2, "high surrogate"},
+      {"\"\\uD800\\u0041\"", 1, 8, "low surrogate"},
+      {"\"\\uDC00\"", 1, 2, "unpaired low surrogate"},
+      {"\"\xC3\"", 1, 2, "invalid UTF-8"},
+      {"\"\xC0\xAF\"", 1, 2, "invalid UTF-8"},          // overlong '/'
+      {"\"\xED\xA0\x80\"", 1, 2, "invalid UTF-8"},      // a UTF-16 surrogate in UTF-8
+      {"\"\xF4\x90\x80\x80\"", 1, 2, "invalid UTF-8"},  // beyond U+10FFFF
+      {"{\"a\": 1, \"a\": 2}", 1, 10, "duplicate key"},
+      {"[1] [2]", 1, 5, "unexpected text"},
+      {"[\n  true,\n  fals]", 3, 3, "invalid literal"},
+      {std::string(600, '['), 1, 513, "nesting deeper than 512"},
+  };
+  for (const auto& c : cases) {
+    json::Value v;
+    const Status s = json::parse(c.text, &v);
+    ASSERT_FALSE(s.ok()) << c.text;
+    EXPECT_EQ(s.code, StatusCode::invalid_argument);
+    const std::string where = "line " + std::to_string(c.line) + ", column " + std::to_string(c.column) + ":";
+    EXPECT_NE(s.message.find(where), std::string::npos) << c.text << " -> " << s.message;
+    EXPECT_NE(s.message.find(c.says), std::string::npos) << c.text << " -> " << s.message;
+  }
+}
+
+TEST(Json, ParseFile) {
+  json::Value v;
+  const std::string path = std::string(BSGEMM_SOURCE_DIR) + "/tests/data/no-such-file.json";
+  const Status s = json::parse_file(path, &v);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find(path), std::string::npos) << s.message;
+}
+
+TEST(Json, Quote) {
+  EXPECT_EQ(json::quote("plain"), "\"plain\"");
+  EXPECT_EQ(json::quote("a\"b\\c/"), R"("a\"b\\c/")");
+  EXPECT_EQ(json::quote("\b\f\n\r\t"), R"("\b\f\n\r\t")");
+  EXPECT_EQ(json::quote(std::string("\x01\x1f\x7f\0", 4)), R"("\u0001\u001F\u007F\u0000")");
+  EXPECT_EQ(json::quote("caf\xC3\xA9"), "\"caf\xC3\xA9\"");
+  // Every ASCII character (NUL included) and some UTF-8 survive quote() then parse().
+  std::string all;
+  for (int c = 0; c < 128; ++c) all.push_back(static_cast<char>(c));
+  all += "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+  json::Value v;
+  const Status s = json::parse(json::quote(all), &v);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(v.string, all);
+}
+
+TEST(Json, Number) {
+  EXPECT_EQ(json::number(1), "1");
+  EXPECT_EQ(json::number(-0.0), "-0");
+  EXPECT_EQ(json::number(0.1), "0.10000000000000001");
+  EXPECT_EQ(json::number(1e300), "1.0000000000000001e+300");
+  EXPECT_EQ(json::number(5e-324), "4.9406564584124654e-324");
+  EXPECT_EQ(json::number(std::numeric_limits<double>::quiet_NaN()), "null");
+  EXPECT_EQ(json::number(kInf), "null");
+  EXPECT_EQ(json::number(-kInf), "null");
+  // Random finite doubles of every magnitude: the text is printf's %.17g and reads back exactly.
+  std::mt19937_64 rng(12345);
+  for (int i = 0; i < 20000; ++i) {
+    std::uint64_t bits = rng();
+    double x;
+    std::memcpy(&x, &bits, sizeof x);
+    if (!std::isfinite(x)) continue;
+    const std::string text = json::number(x);
+    char printed[40];
+    std::snprintf(printed, sizeof printed, "%.17g", x);
+    ASSERT_EQ(text, printed);
+    json::Value v;
+    const Status s = json::parse(text, &v);
+    ASSERT_TRUE(s.ok()) << text << ": " << s.message;
+    ASSERT_TRUE(same_value(v.number, x)) << text;
+  }
+}
+
+}  // namespace
+}  // namespace bsgemm

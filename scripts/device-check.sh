@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The one GPU check: build, the whole test suite (GPU tier included), compute-sanitizer, the tool on
+# every FP8 recipe, and the public benchmark next to the peers, all in one call on the H200.
+#
+# Run from the repository root on the GPU machine, with ../shared copied to .shared and GoogleTest's
+# sources to .deps/googletest (both carried; see bench/NOTES.md):
+#     STEPS=all OUT=/some/dir bash scripts/device-check.sh
+# STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench (default: all).
+# Every step has a time limit so that the summary at the end always prints. Logs go to $OUT.
+set -uo pipefail
+
+OUT=${OUT:-$PWD/out}
+STEPS=${STEPS:-all}
+JOBS=${JOBS:-$(nproc)}
+mkdir -p "$OUT"
+SUMMARY=()
+note() { SUMMARY+=("$*"); echo "== $*"; }
+want() { [[ "$STEPS" == all || ",$STEPS," == *",$1,"* ]]; }
+# The whole script stays inside one device call (10 minutes): every step is cut at its own limit or at
+# what is left of DEADLINE seconds, whichever comes first, so that the summary always prints.
+DEADLINE=${DEADLINE:-570}
+# step NAME LIMIT_SECONDS COMMAND...: runs with a time limit, logs to $OUT/NAME.log, records the outcome.
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((DEADLINE - SECONDS - 10))
+  if [ "$left" -lt 15 ]; then
+    note "$name: skipped, out of time"
+    return 124
+  fi
+  [ "$limit" -gt "$left" ] && limit=$left
+  local start=$SECONDS
+  timeout --signal=KILL "$limit" "$@" >"$OUT/$name.log" 2>&1
+  local rc=$?
+  note "$name: rc=$rc in $((SECONDS - start)) s"
+  return $rc
+}
+
+export PATH=/usr/local/cuda/bin:$PATH
+GTEST_ARGS=()
+[ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+
+if want build; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+  step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}"
+  step build 420 cmake --build build -j "$JOBS"
+  grep -E "spill stores" "$OUT/build.log" | sort | uniq -c >"$OUT/spills.txt"
+  note "ptxas: $(grep -c ' 0 bytes spill stores' "$OUT/build.log") kernels without spills, $(grep -E 'spill stores' "$OUT/build.log" | grep -vc ' 0 bytes spill stores') with"
+  cuobjdump --dump-sass build/libbsgemm.a >"$OUT/sass.txt" 2>/dev/null
+  note "SASS: $(grep -c QGMMA "$OUT/sass.txt") QGMMA, $(grep -c HGMMA "$OUT/sass.txt") HGMMA, $(grep -cE '\bSTL\b|\bLDL\b' "$OUT/sass.txt") local-memory accesses"
+fi
+
+if want cpu-tests; then
+  step cpu-tests 300 ctest --test-dir build -j "$JOBS" -E "^Gpu" --output-on-failure
+  note "cpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
+fi
+
+SMOKE_OK=1
+if want gpu-tests || want sanitize || want tool || want bench; then
+  # A small case of every recipe and layout first: when it fails, the memcheck log says why, and the
+  # long steps are skipped instead of timing out one by one.
+  if ! step gpu-smoke 90 build/tests/test_gpu --gtest_color=no --gtest_filter="GpuSanitize.*"; then
+    SMOKE_OK=0
+    step smoke-memcheck 180 compute-sanitizer --tool memcheck --error-exitcode 3 build/tests/test_gpu \
+      --gtest_color=no --gtest_filter="GpuSanitize.*"
+  fi
+  note "gpu-smoke: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu-smoke.log" | tr '\n' ' ')"
+fi
+
+if want gpu-tests && [ $SMOKE_OK = 1 ]; then
+  # One process per test (ctest), so that a hang costs one test's time limit, not the call.
+  step gpu-tests 480 ctest --test-dir build -R "^Gpu" --timeout 90 -V
+  note "gpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
+  grep -E "max_rel_err|FAIL|Failed" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | sort | uniq >"$OUT/gpu-findings.txt"
+fi
+
+if want tool && [ $SMOKE_OK = 1 ]; then
+  # The reference system's example and variants through the tool; --backend auto must pick the GPU.
+  step tool 150 bash -c '
+    for recipe in fp8-block128 mxfp8; do
+      ./build/bsgemm run --recipe "$recipe" --backend auto --c-dtype bf16 --iterations 20 --json "$1/run-$recipe-seed.json" \
+        2>&1 | sed "s/^/[$recipe] /"
+    done
+    ./build/bsgemm run --recipe mxfp8 --a-dtype e5m2 --b-dtype e4m3 --backend cuda --iterations 5
+    ./build/bsgemm run --recipe fp8-block128 --sf-dtype ue8m0 --backend cuda --layout contiguous \
+      --problem-sizes-mnkl "(129,4096,7168,1),(0,4096,7168,1),(1,4096,7168,1),(4097,4096,7168,1)" --iterations 5
+  ' tool "$OUT"
+  note "tool: $(grep -cE '^(\[[a-z0-9-]*\] )?PASS$' "$OUT/tool.log") PASS, $(grep -cE '^(\[[a-z0-9-]*\] )?FAIL$' "$OUT/tool.log") FAIL; back end: $(grep -m1 -E 'back end ' "$OUT/tool.log")"
+fi
+
+if want bench && [ $SMOKE_OK = 1 ]; then
+  step bench 420 ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes fp8-block128,mxfp8 \
+    --layouts contiguous,masked --check --json "$OUT/bench.json"
+  step peers 300 env PYTHONUNBUFFERED=1 python3 .shared/bench/peers.py --cases .shared/bench/cases.json --json "$OUT/peers.json"
+  python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" --gpu "$(head -2 "$OUT/gpu.txt" | tail -1)" >"$OUT/h200.md" 2>"$OUT/compare.err"
+  note "bench table: $OUT/h200.md"
+  cat "$OUT/h200.md"
+fi
+
+echo
+echo "==================== summary ===================="
+printf '%s\n' "${SUMMARY[@]}"

@@ -1,0 +1,381 @@
+// The sm_90a back end, host side: what it accepts, which kernel configuration runs (config as data,
+// chosen by choose_plan()), tensor-map encoding, and the two launches (prepare + persistent GEMM).
+// Nothing here synchronises with the device except device_status().
+#include "src/cuda/cuda_backend.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "src/core/group_checks.hpp"
+#include "src/core/resolved_group.hpp"
+#include "src/core/validate.hpp"
+#include "src/cuda/sm90/launch.hpp"
+#include "src/cuda/sm90/params.hpp"
+#include "src/cuda/sm90/tma_limits.hpp"
+
+namespace bsgemm::cuda {
+
+namespace {
+
+constexpr int kTileBand = 8;  // N-blocks per band of the tile order (see core/tile_scheduler.hpp)
+
+Status cuda_failure(cudaError_t e, const char* what) {
+  return Status::error(StatusCode::cuda_error, -1, "", std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+// The kernel configuration of one call, and why it was chosen.
+struct Plan {
+  Fp8KernelChoice kernel;
+  int grid = 0;
+  int stages = 0;
+  std::string reason;
+};
+
+bool is_block128(const GemmArguments& a) {
+  return a.a_type.recipe == Recipe::fp8_block128 && a.b_type.recipe == Recipe::fp8_block128;
+}
+bool is_mxfp8(const GemmArguments& a) { return a.a_type.recipe == Recipe::mxfp8 && a.b_type.recipe == Recipe::mxfp8; }
+
+ptx::Fp8Kind fp8_kind(DataType t) { return t == DataType::e5m2 ? ptx::Fp8Kind::e5m2 : ptx::Fp8Kind::e4m3; }
+
+int sm_count() {
+  int device = 0, count = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return 0;
+  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
+  return count;
+}
+
+// Row counts of the groups when the host can see them; empty when they live on the device.
+std::vector<std::int64_t> host_group_rows(const GemmArguments& args) {
+  std::vector<std::int64_t> rows;
+  if (args.descriptions != MemoryLocation::host) return rows;
+  const std::int32_t groups = group_count(args);
+  rows.reserve(static_cast<std::size_t>(groups));
+  for (int g = 0; g < groups; ++g) {
+    if (args.layout == GroupLayout::pointer_array) {
+      rows.push_back(args.groups[g].m);
+    } else if (args.layout == GroupLayout::contiguous) {
+      std::int64_t begin, end;
+      core::contiguous_bounds(args.moe, g, &begin, &end);
+      rows.push_back(end - begin);
+    } else {
+      rows.push_back(args.moe.masked_m[g]);
+    }
+  }
+  return rows;
+}
+
+// The tile shape. Groups of at most 64 rows (decode) would waste half of a 128-row tile, and they are
+// bandwidth-bound, so they get 64-row tiles that are 256 wide (both consumer warpgroups share the rows
+// and split the columns). Everything else gets 128 x 128. "Small" is judged by where the work is:
+// the share of multiply-adds in groups of <= 64 rows.
+void choose_tile(const GemmArguments& args, Plan* plan) {
+  std::int64_t typical_m = 0;
+  const std::vector<std::int64_t> rows = host_group_rows(args);
+  if (!rows.empty()) {
+    double small = 0, all = 0;
+    for (std::size_t g = 0; g < rows.size(); ++g) {
+      const double n = args.layout == GroupLayout::pointer_array ? args.groups[g].n : args.moe.n;
+      const double k = args.layout == GroupLayout::pointer_array ? args.groups[g].k : args.moe.k;
+      const double work = static_cast<double>(std::max<std::int64_t>(rows[g], 0)) * n * k;
+      all += work;
+      if (rows[g] <= 64) small += work;
+    }
+    typical_m = (all > 0 && small > 0.5 * all) ? 64 : 128;
+    plan->reason = "host-visible group sizes";
+  } else if (args.expected_m > 0) {
+    typical_m = args.expected_m;
+    plan->reason = "expected_m hint";
+  } else if (args.layout == GroupLayout::masked) {
+    typical_m = args.moe.rows;
+    plan->reason = "masked max_m";
+  } else if (args.layout == GroupLayout::contiguous && args.moe.num_groups > 0) {
+    typical_m = args.moe.rows / args.moe.num_groups;
+    plan->reason = "rows per group on average";
+  } else {
+    typical_m = 128;
+    plan->reason = "default";
+  }
+  std::int64_t n_max = 0;
+  if (args.layout != GroupLayout::pointer_array) n_max = args.moe.n;
+  else if (args.descriptions == MemoryLocation::host)
+    for (int g = 0; g < args.num_groups; ++g) n_max = std::max<std::int64_t>(n_max, args.groups[g].n);
+  else
+    n_max = 1 << 30;
+  if (typical_m <= 64) {
+    plan->kernel.block_m = 64;
+    plan->kernel.block_n = n_max <= 128 ? 128 : 256;
+  } else {
+    plan->kernel.block_m = 128;
+    plan->kernel.block_n = n_max <= 64 ? 64 : 128;
+  }
+}
+
+Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
+  Plan plan;
+  plan.kernel.scales = is_mxfp8(args) ? ScaleGranularity::mx32 : ScaleGranularity::block128;
+  plan.kernel.a = fp8_kind(args.a_type.element);
+  plan.kernel.b = fp8_kind(args.b_type.element);
+  if (options.tile_m != 0 || options.tile_n != 0) {
+    plan.kernel.block_m = options.tile_m;
+    plan.kernel.block_n = options.tile_n;
+    plan.reason = "--mma-tiler-mn override";
+  } else {
+    choose_tile(args, &plan);
+  }
+  plan.stages = fp8_kernel_stages(plan.kernel);
+  plan.grid = sm_count();
+  return plan;
+}
+
+std::string supported_tiles() {
+  std::string s;
+  for (const auto& t : kFp8Tiles) s += (s.empty() ? "" : ", ") + std::to_string(t[0]) + "," + std::to_string(t[1]);
+  return s;
+}
+
+// ---- tensor maps ---------------------------------------------------------------------------------
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+      found != cudaDriverEntryPointSuccess)
+    return nullptr;
+  return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+}
+
+// A 3-D map over bytes (FP8 elements): dims (K, rows, batches), the box one k-block of `box_rows`
+// rows, 128-byte swizzle (what the wgmma descriptors expect), zero fill outside the tensor.
+Status encode_operand_map(CUtensorMap* map, const void* data, std::int64_t k, std::int64_t rows, std::int64_t batches,
+                          std::int64_t ld_bytes, std::int64_t batch_bytes, int box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr)
+    return Status::error(StatusCode::cuda_error, -1, "", "the driver does not provide cuTensorMapEncodeTiled");
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(std::max<std::int64_t>(k, 1)),
+                              static_cast<cuuint64_t>(std::max<std::int64_t>(rows, 1)),
+                              static_cast<cuuint64_t>(std::max<std::int64_t>(batches, 1))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
+  const cuuint32_t box[3] = {128, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(data), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(StatusCode::cuda_error, -1, "", "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
+  return Status::success();
+}
+
+// Copies a host array into the workspace (host-resident descriptions) and returns its device address.
+template <class T>
+Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, std::size_t offset, cudaStream_t stream,
+                   const T** device) {
+  if (host == nullptr || count == 0) {
+    *device = nullptr;
+    return Status::success();
+  }
+  const cudaError_t e = cudaMemcpyAsync(workspace + offset, host, count * sizeof(T), cudaMemcpyHostToDevice, stream);
+  if (e != cudaSuccess) return cuda_failure(e, "copying host-resident descriptions to the workspace");
+  *device = reinterpret_cast<const T*>(workspace + offset);
+  return Status::success();
+}
+
+}  // namespace
+
+bool device_available() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    cudaGetLastError();  // a missing driver leaves a sticky-looking error; clear it for later calls
+    return false;
+  }
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+}
+
+Status can_implement(const GemmArguments& args, const RunOptions& options) {
+  if (!is_block128(args) && !is_mxfp8(args))
+    return Status::error(StatusCode::not_supported, -1, "b_type.recipe",
+                         std::string("the cuda back end runs fp8-block128 and mxfp8 with A and B of the same recipe; ") +
+                             to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) +
+                             " runs on the cpu back end (--backend cpu)");
+  if (args.a_major != Major::k)
+    return Status::error(StatusCode::not_supported, -1, "a_major",
+                         "the cuda back end needs A k-major: Hopper's FP8 tensor cores read both operands K-major");
+  if (args.b_major != Major::k)
+    return Status::error(StatusCode::not_supported, -1, "b_major",
+                         "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
+  if (options.tile_m != 0 || options.tile_n != 0) {
+    if (!fp8_tile_supported(options.tile_m, options.tile_n))
+      return Status::error(StatusCode::invalid_argument, -1, "tile",
+                           "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
+                               " is not one of the tiles the sm_90a kernel is built for: " + supported_tiles());
+  }
+  const auto power_of_two = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
+  if (!power_of_two(options.cluster_m) || !power_of_two(options.cluster_n) || options.cluster_m * options.cluster_n > 16)
+    return Status::error(StatusCode::invalid_argument, -1, "cluster",
+                         "cluster " + std::to_string(options.cluster_m) + "," + std::to_string(options.cluster_n) +
+                             " is not a valid thread-block cluster (powers of two, at most 16 CTAs)");
+  if (options.cluster_m != 1 || options.cluster_n != 1)
+    return Status::error(StatusCode::not_supported, -1, "cluster",
+                         "this version's sm_90a kernel runs without clusters (TMA multicast): use 1,1");
+  if (sm_count() <= 0) return Status::error(StatusCode::cuda_error, -1, "", "cannot read the multiprocessor count");
+
+  const core::CallSpec spec = core::make_call_spec(args);
+  if (args.layout == GroupLayout::pointer_array) {
+    if (args.descriptions == MemoryLocation::host)
+      for (int g = 0; g < args.num_groups; ++g) {
+        const core::ResolvedGroup rg = core::resolve_pointer_array(spec, args.groups[g]);
+        if (rg.m == 0) continue;
+        if (const core::GroupCheck c = check_tma_limits(spec, rg, rg.l, rg.l); !c.ok()) return core::to_status(c, g, spec);
+      }
+  } else {
+    const core::ResolvedGroup whole = core::resolve_moe_whole(spec, args.moe);
+    const std::int64_t a_batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
+    if (const core::GroupCheck c = check_tma_limits(spec, whole, a_batches, args.moe.num_groups); !c.ok())
+      return core::to_status(c, -1, spec);
+  }
+  return Status::success();
+}
+
+std::size_t workspace_size(const GemmArguments& args, const RunOptions&) {
+  return workspace_layout(group_count(args)).total;
+}
+
+Status run(const GemmArguments& args, const RunOptions& options, void* workspace, std::size_t workspace_bytes,
+           cudaStream_t stream) {
+  const std::int32_t groups = group_count(args);
+  const WorkspaceLayout layout = workspace_layout(groups);
+  if (workspace == nullptr || workspace_bytes < layout.total)
+    return Status::error(StatusCode::invalid_argument, -1, "workspace",
+                         "needs " + std::to_string(layout.total) + " bytes (workspace_size()), got " +
+                             std::to_string(workspace == nullptr ? 0 : workspace_bytes));
+  if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
+    return Status::error(StatusCode::invalid_argument, -1, "workspace", "must be 256-byte aligned (cudaMalloc memory is)");
+  auto* ws = static_cast<std::uint8_t*>(workspace);
+  const Plan plan = choose_plan(args, options);
+  const core::CallSpec spec = core::make_call_spec(args);
+
+  PrepareParams prepare{};
+  prepare.spec = spec;
+  prepare.num_groups = groups;
+  prepare.block_m = plan.kernel.block_m;
+  prepare.block_n = plan.kernel.block_n;
+  prepare.out_groups = reinterpret_cast<DeviceGroup*>(ws + layout.groups);
+  prepare.out_maps = reinterpret_cast<CUtensorMap*>(ws + layout.maps);
+  prepare.status = reinterpret_cast<DeviceStatus*>(ws + layout.status);
+
+  KernelParams kernel{};
+  kernel.groups = prepare.out_groups;
+  kernel.status = prepare.status;
+  kernel.num_groups = groups;
+  kernel.band = kTileBand;
+  kernel.per_group_maps = args.layout == GroupLayout::pointer_array;
+  kernel.d_type = args.d_type;
+  kernel.d_n_major = args.d_major == Major::n;
+  kernel.has_c = args.has_c;
+  kernel.sfa_type = args.a_type.scale;
+  kernel.sfb_type = args.b_type.scale;
+  kernel.sfa_layout = args.a_type.scale_layout;
+  kernel.sfb_layout = args.b_type.scale_layout;
+
+  const bool host = args.descriptions == MemoryLocation::host;
+  if (args.layout == GroupLayout::pointer_array) {
+    prepare.groups = args.groups;
+    if (host) {
+      if (Status s = stage_array(args.groups, static_cast<std::size_t>(groups), ws, layout.descriptions, stream, &prepare.groups);
+          !s.ok())
+        return s;
+    }
+    // Templates: everything but address, dims and strides, which the prepare kernel fills per group.
+    if (Status s = encode_operand_map(&prepare.a_template, workspace, 128, 256, 1, 128, 128 * 256, plan.kernel.block_m); !s.ok())
+      return s;
+    if (Status s = encode_operand_map(&prepare.b_template, workspace, 128, 256, 1, 128, 128 * 256, plan.kernel.block_n); !s.ok())
+      return s;
+  } else {
+    prepare.moe = args.moe;
+    if (host) {
+      const std::size_t offsets = static_cast<std::size_t>(groups) + (args.moe.offsets_start_with_zero ? 1 : 0);
+      Status s;
+      if (args.layout == GroupLayout::contiguous) {
+        if (args.moe.offsets_type == IndexType::i32) {
+          const std::int32_t* d = nullptr;
+          s = stage_array(static_cast<const std::int32_t*>(args.moe.offsets), offsets, ws, layout.offsets, stream, &d);
+          prepare.moe.offsets = d;
+        } else {
+          const std::int64_t* d = nullptr;
+          s = stage_array(static_cast<const std::int64_t*>(args.moe.offsets), offsets, ws, layout.offsets, stream, &d);
+          prepare.moe.offsets = d;
+        }
+      } else {
+        s = stage_array(args.moe.masked_m, static_cast<std::size_t>(groups), ws, layout.masked_m, stream, &prepare.moe.masked_m);
+      }
+      if (!s.ok()) return s;
+      if (!(s = stage_array(args.moe.alpha, static_cast<std::size_t>(groups), ws, layout.alpha, stream, &prepare.moe.alpha)).ok())
+        return s;
+      if (!(s = stage_array(args.moe.beta, static_cast<std::size_t>(groups), ws, layout.beta, stream, &prepare.moe.beta)).ok())
+        return s;
+    }
+    // The MoE forms read every group through two maps: A over all rows (contiguous) or all experts
+    // (masked), B over all experts; the batch coordinate picks the expert.
+    const core::ResolvedGroup whole = core::resolve_moe_whole(spec, args.moe);
+    const bool masked = args.layout == GroupLayout::masked;
+    const std::int64_t a_batches = masked ? groups : 1;
+    const std::int64_t a_batch_bytes = masked ? whole.a.batch_stride : whole.a.ld * std::max<std::int64_t>(args.moe.rows, 1);
+    if (Status s = encode_operand_map(&kernel.a_map, args.moe.a, args.moe.k, args.moe.rows, a_batches, whole.a.ld,
+                                      a_batch_bytes, plan.kernel.block_m);
+        !s.ok())
+      return s;
+    if (Status s = encode_operand_map(&kernel.b_map, args.moe.b, args.moe.k, args.moe.n, groups, whole.b.ld,
+                                      whole.b.batch_stride, plan.kernel.block_n);
+        !s.ok())
+      return s;
+  }
+
+  cudaError_t e = launch_prepare_groups(prepare, stream);
+  if (e != cudaSuccess) return cuda_failure(e, "launching the prepare kernel");
+  e = plan.kernel.scales == ScaleGranularity::mx32 ? launch_mxfp8(plan.kernel, kernel, plan.grid, stream)
+                                                   : launch_fp8_block128(plan.kernel, kernel, plan.grid, stream);
+  if (e != cudaSuccess) return cuda_failure(e, "launching the sm_90a grouped GEMM kernel");
+  return Status::success();
+}
+
+Status device_status(const void* workspace, cudaStream_t stream) {
+  if (workspace == nullptr) return Status::error(StatusCode::invalid_argument, -1, "workspace", "is null");
+  cudaError_t e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return cuda_failure(e, "waiting for the grouped GEMM");
+  DeviceStatus status;
+  e = cudaMemcpy(&status, static_cast<const std::uint8_t*>(workspace) + workspace_layout(0).status, sizeof status,
+                 cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return cuda_failure(e, "reading the device status");
+  if (status.failed_group == kNoFailure) return Status::success();
+  core::GroupCheck check;
+  check.field = static_cast<core::Field>(status.field);
+  check.violation = static_cast<core::Violation>(status.violation);
+  check.value = status.value;
+  check.limit = status.limit;
+  return core::to_status(check, status.failed_group, status.spec, StatusCode::device_error);
+}
+
+std::string describe_plan(const GemmArguments& args, const RunOptions& options) {
+  const Plan plan = choose_plan(args, options);
+  std::string s = "sm_90a ";
+  s += plan.kernel.scales == ScaleGranularity::mx32 ? "mxfp8" : "fp8-block128";
+  s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
+       std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
+       " stages, 1 TMA warp + 3 scale-loader warps + 2 consumer warpgroups, " + std::to_string(plan.grid) +
+       " persistent CTAs, cluster 1x1, descriptions on the " +
+       (args.descriptions == MemoryLocation::device ? "device" : "host");
+  return s;
+}
+
+}  // namespace bsgemm::cuda

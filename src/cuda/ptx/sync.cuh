@@ -1,0 +1,27 @@
+// Warpgroup register reallocation, named barriers and proxy fences (PTX ISA 8.0, sm_90 / sm_90a).
+#pragma once
+
+#include <cstdint>
+
+namespace bsgemm::ptx {
+
+// setmaxnreg.dec.sync.aligned.u32 N;  the whole warpgroup gives registers back (producers).
+template <std::uint32_t Registers>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0);
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Registers));
+}
+
+// setmaxnreg.inc.sync.aligned.u32 N;  the whole warpgroup takes registers (consumers).
+template <std::uint32_t Registers>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  static_assert(Registers >= 24 && Registers <= 256 && Registers % 8 == 0);
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Registers));
+}
+
+// bar.sync id, threads;  a barrier among `threads` threads (a multiple of 32); id 0 is __syncthreads.
+__device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32_t threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+}  // namespace bsgemm::ptx

@@ -1,0 +1,160 @@
+// The epilogue: D = alpha * accumulators + beta * C, rounded to D's type, written through shared memory.
+//
+// A consumer warpgroup's 64 x N accumulators are scattered over its threads in the wgmma fragment
+// order; they go through shared memory 32 columns at a time so that each thread then writes 8
+// consecutive elements of one row (n-major D) or one column (m-major D) with 16-byte stores. Every
+// store is predicated on the group's own M and N, so a ragged tile never writes into the next
+// group's rows of a contiguous D or past masked_m. Vector accesses fall back to scalar ones at the
+// N edge and where a group's rows start unaligned (contiguous groups begin at any row).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "bsgemm/formats.hpp"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/params.hpp"
+
+namespace bsgemm::cuda {
+
+__device__ __forceinline__ int element_bytes(DataType t) { return t == DataType::f32 ? 4 : 2; }
+
+// Eight consecutive elements (stride 1) at element index `index` of an f32/f16/bf16 tensor; `valid` of
+// them exist. `vector` says whether one 16-byte-aligned access may be used (all 8 valid).
+__device__ __forceinline__ void load8(DataType t, const void* base, std::int64_t index, int valid, float (&v)[8]) {
+  const auto* bytes = static_cast<const std::uint8_t*>(base) + index * element_bytes(t);
+  const bool vector = valid == 8 && (reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0);
+  if (t == DataType::f32) {
+    const auto* f = reinterpret_cast<const float*>(bytes);
+    if (vector) {
+      const float4 lo = __ldg(reinterpret_cast<const float4*>(f)), hi = __ldg(reinterpret_cast<const float4*>(f) + 1);
+      v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) v[q] = q < valid ? __ldg(f + q) : 0.0f;
+    }
+    return;
+  }
+  const auto* h = reinterpret_cast<const std::uint16_t*>(bytes);
+  std::uint16_t raw[8];
+  if (vector) {
+    const uint4 w = __ldg(reinterpret_cast<const uint4*>(h));
+    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) raw[2 * q] = words[q] & 0xFFFFu, raw[2 * q + 1] = words[q] >> 16;
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q) raw[q] = q < valid ? __ldg(h + q) : 0;
+  }
+#pragma unroll
+  for (int q = 0; q < 8; ++q) v[q] = t == DataType::bf16 ? decode_bf16(raw[q]) : __half2float(__ushort_as_half(raw[q]));
+}
+
+__device__ __forceinline__ std::uint16_t round_half_type(DataType t, float x) {
+  return t == DataType::bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+}
+
+__device__ __forceinline__ void store8(DataType t, void* base, std::int64_t index, int valid, const float (&v)[8]) {
+  auto* bytes = static_cast<std::uint8_t*>(base) + index * element_bytes(t);
+  const bool vector = valid == 8 && (reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0);
+  if (t == DataType::f32) {
+    auto* f = reinterpret_cast<float*>(bytes);
+    if (vector) {
+      reinterpret_cast<float4*>(f)[0] = make_float4(v[0], v[1], v[2], v[3]);
+      reinterpret_cast<float4*>(f)[1] = make_float4(v[4], v[5], v[6], v[7]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (q < valid) f[q] = v[q];
+    }
+    return;
+  }
+  auto* h = reinterpret_cast<std::uint16_t*>(bytes);
+  if (vector) {
+    std::uint32_t words[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q)
+      words[q] = static_cast<std::uint32_t>(round_half_type(t, v[2 * q])) |
+                 (static_cast<std::uint32_t>(round_half_type(t, v[2 * q + 1])) << 16);
+    *reinterpret_cast<uint4*>(h) = make_uint4(words[0], words[1], words[2], words[3]);
+  } else {
+#pragma unroll
+    for (int q = 0; q < 8; ++q)
+      if (q < valid) h[q] = round_half_type(t, v[q]);
+  }
+}
+
+// Writes one consumer warpgroup's part of a tile. `acc` holds the promoted fp32 sums in wgmma fragment
+// order; `stage` is this warpgroup's [64][kEpiloguePitch] staging area; (row0, col0) is the group-local
+// position of the warpgroup's first row and column.
+template <class Traits>
+__device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, const DeviceGroup& g, std::int32_t l,
+                                                     std::int64_t row0, std::int64_t col0,
+                                                     const float (&acc)[Traits::kAccumulators], float* stage,
+                                                     std::uint32_t barrier_id) {
+  const int t = threadIdx.x % kThreadsPerWarpgroup;
+  const int warp = t / 32, lane = t % 32;
+  const int frag_row = warp * 16 + lane / 4;
+  const int frag_col = 2 * (lane % 4);
+  const float alpha = g.alpha, beta = g.beta;
+  const void* c = p.has_c ? static_cast<const std::uint8_t*>(g.c) + l * g.batch_stride_c * element_bytes(p.d_type) : nullptr;
+  void* d = static_cast<std::uint8_t*>(g.d) + l * g.batch_stride_d * element_bytes(p.d_type);
+
+#pragma unroll
+  for (int chunk = 0; chunk < Traits::kWarpgroupN / 32; ++chunk) {
+    // Registers -> shared memory: fragment column group j = 4 * chunk + jj holds columns 8j .. 8j+7.
+#pragma unroll
+    for (int jj = 0; jj < 4; ++jj) {
+      const int i = 4 * (4 * chunk + jj);
+      *reinterpret_cast<float2*>(&stage[frag_row * kEpiloguePitch + 8 * jj + frag_col]) = make_float2(acc[i], acc[i + 1]);
+      *reinterpret_cast<float2*>(&stage[(frag_row + 8) * kEpiloguePitch + 8 * jj + frag_col]) =
+          make_float2(acc[i + 2], acc[i + 3]);
+    }
+    ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+
+    // Shared memory -> global: 64 rows x 32 columns = 256 runs of 8, two per thread.
+#pragma unroll
+    for (int it = 0; it < 2; ++it) {
+      float v[8], cv[8];
+      std::int64_t m, n, index, ld_c_index;
+      int valid;
+      if (p.d_n_major) {
+        const int r = t / 4 + 32 * it, seg = t % 4;
+        m = row0 + r;
+        n = col0 + 32 * chunk + 8 * seg;
+        if (m >= g.m || n >= g.n) continue;
+        const float4 lo = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg]);
+        const float4 hi = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg + 4]);
+        v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+        valid = g.n - n < 8 ? static_cast<int>(g.n - n) : 8;
+        index = m * g.ldd + n;
+        ld_c_index = m * g.ldc + n;
+      } else {
+        const int col = t % 32, rseg = t / 32 + 4 * it;
+        n = col0 + 32 * chunk + col;
+        m = row0 + 8 * rseg;
+        if (m >= g.m || n >= g.n) continue;
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] = stage[(8 * rseg + q) * kEpiloguePitch + col];
+        valid = g.m - m < 8 ? static_cast<int>(g.m - m) : 8;
+        index = n * g.ldd + m;
+        ld_c_index = n * g.ldc + m;
+      }
+      if (c != nullptr) {
+        load8(p.d_type, c, ld_c_index, valid, cv);
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] = fmaf(alpha, v[q], beta * cv[q]);
+      } else {
+#pragma unroll
+        for (int q = 0; q < 8; ++q) v[q] = alpha * v[q];
+      }
+      store8(p.d_type, d, index, valid, v);
+    }
+    ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+  }
+}
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,158 @@
+// The persistent, warp-specialized grouped GEMM kernel for the FP8 recipes (fp8-block128, mxfp8).
+//
+// One CTA per SM walks the tiles of all groups (tile_walker.cuh). Per CTA:
+//   warp 0 (one lane)  TMA: A and B tiles of each k-block into the stage ring (pipeline.cuh)
+//   warps 1-3          scale loaders: the stage's block scales as fp32 (scale_loader.cuh)
+//   warpgroups 1-2     wgmma + promotion (mainloop_fp8.cuh), then the epilogue (epilogue.cuh)
+// The producers run ahead into the next tile while the consumers finish the epilogue of this one.
+// Pointer-array groups use per-group tensor maps written by the prepare kernel; the MoE forms use the
+// two maps in the kernel parameters, whose batch coordinate selects the expert.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/cuda/ptx/mbarrier.cuh"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/tma.cuh"
+#include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/mainloop_fp8.cuh"
+#include "src/cuda/sm90/pipeline.cuh"
+#include "src/cuda/sm90/scale_loader.cuh"
+#include "src/cuda/sm90/tile_walker.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+using Fp8Pipeline = StagePipeline<Traits::kStages>;
+
+template <class Traits>
+__device__ __forceinline__ void produce_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                              const Fp8Pipeline<Traits>& pipe) {
+  PipelineState<Traits::kStages> state;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int32_t acquired_group = -1;
+  while (walker.next(&c, &g)) {
+    const CUtensorMap* a_map = g->a_map != nullptr ? g->a_map : &p.a_map;
+    const CUtensorMap* b_map = g->b_map != nullptr ? g->b_map : &p.b_map;
+    if (g->a_map != nullptr && walker.group != acquired_group) {
+      // The prepare kernel edited these maps through the generic proxy.
+      ptx::fence_tensormap_acquire(a_map);
+      ptx::fence_tensormap_acquire(b_map);
+      acquired_group = walker.group;
+    }
+    const std::int32_t a_row = g->a_row0 + c.m_block * Traits::kBlockM;
+    const std::int32_t b_row = c.n_block * Traits::kBlockN;
+    const std::int32_t a_batch = g->a_batch0 + c.l, b_batch = g->b_batch0 + c.l;
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      pipe.producer_acquire(state);
+      pipe.producer_expect_bytes(state, Traits::kStageBytes);
+      ptx::tma_load_3d(ss.stages[state.index].a, a_map, kb * kBlockK, a_row, a_batch, pipe.full_barrier(state));
+      ptx::tma_load_3d(ss.stages[state.index].b, b_map, kb * kBlockK, b_row, b_batch, pipe.full_barrier(state));
+      state.advance();
+    }
+  }
+}
+
+template <class Traits>
+__device__ __forceinline__ void load_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                            const Fp8Pipeline<Traits>& pipe, int loader) {
+  const int lane = threadIdx.x % 32;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int64_t step = 0;
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    for (int kb = 0; kb < k_blocks; ++kb, ++step) {
+      if (step % kScaleLoaderWarps != loader) continue;
+      const auto state = PipelineState<Traits::kStages>::at(step);
+      pipe.producer_acquire(state);
+      gather_stage_scales<Traits>(p, *g, c, kb, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
+      pipe.producer_commit(state);
+    }
+  }
+}
+
+template <class Traits>
+__device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                              const Fp8Pipeline<Traits>& pipe, int consumer) {
+  const Fp8Mainloop<Traits> mainloop(consumer);
+  const int lane = threadIdx.x % 32;
+  PipelineState<Traits::kStages> state;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  float acc[Traits::kAccumulators];
+  float result[Traits::kAccumulators];
+#pragma unroll
+  for (int i = 0; i < Traits::kAccumulators; ++i) acc[i] = 0.0f;
+  while (walker.next(&c, &g)) {
+#pragma unroll
+    for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      pipe.consumer_wait(state);
+      mainloop.accumulate_stage(ss, state.index, acc, result);
+      // The scales were read into registers and the wgmma reads have completed: release the stage.
+      __syncwarp();
+      if (lane == 0) pipe.consumer_release(state);
+      state.advance();
+    }
+    const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
+    const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
+    store_warpgroup_tile<Traits>(p, *g, c.l, row0, col0, result, &ss.epilogue[consumer][0][0],
+                                 static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __grid_constant__ KernelParams p) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ std::uint8_t shared_raw[];
+  // The swizzled TMA tiles need 1024-byte alignment; the launch reserves 1024 extra bytes for it.
+  auto& ss = *reinterpret_cast<Storage*>((reinterpret_cast<std::uintptr_t>(shared_raw) + 1023) & ~std::uintptr_t{1023});
+
+  // A device-resident description failed validation: write nothing.
+  if (p.status->failed_group != kNoFailure) return;
+
+  const int warp = threadIdx.x / 32;
+  const Fp8Pipeline<Traits> pipe{ss.full, ss.empty};
+  if (threadIdx.x == 0) {
+    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    if (!p.per_group_maps) {
+      ptx::prefetch_tensormap(&p.a_map);
+      ptx::prefetch_tensormap(&p.b_map);
+    }
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    ptx::setmaxnreg_dec<kProducerRegisters>();
+    if (warp == 0) {
+      if (threadIdx.x == 0) produce_tiles<Traits>(p, ss, pipe);
+    } else {
+      load_scales<Traits>(p, ss, pipe, warp - 1);
+    }
+  } else {
+    ptx::setmaxnreg_inc<kConsumerRegisters>();
+    consume_tiles<Traits>(p, ss, pipe, warp / 4 - 1);
+  }
+}
+
+template <class Traits>
+cudaError_t launch_fp8_kernel(const KernelParams& p, int grid, cudaStream_t stream) {
+  const auto kernel = grouped_fp8_kernel<Traits>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Traits::kSharedBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace bsgemm::cuda

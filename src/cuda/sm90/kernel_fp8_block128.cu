@@ -1,0 +1,29 @@
+// Instantiations of the FP8 kernel for fp8-block128 (e4m3 x e4m3, fp32 or ue8m0 scales).
+#include "src/cuda/sm90/kernel_fp8.cuh"
+#include "src/cuda/sm90/launch.hpp"
+
+namespace bsgemm::cuda {
+
+namespace {
+
+template <int BlockM, int BlockN>
+using Block128Traits = Fp8KernelTraits<ptx::Fp8Kind::e4m3, ptx::Fp8Kind::e4m3, ScaleGranularity::block128, BlockM, BlockN>;
+
+}  // namespace
+
+bool fp8_tile_supported(int block_m, int block_n) {
+  for (const auto& tile : kFp8Tiles)
+    if (tile[0] == block_m && tile[1] == block_n) return true;
+  return false;
+}
+
+cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+  if (choice.a != ptx::Fp8Kind::e4m3 || choice.b != ptx::Fp8Kind::e4m3) return cudaErrorInvalidValue;
+  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<Block128Traits<128, 128>>(params, grid, stream);
+  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<Block128Traits<128, 64>>(params, grid, stream);
+  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<Block128Traits<64, 256>>(params, grid, stream);
+  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<Block128Traits<64, 128>>(params, grid, stream);
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace bsgemm::cuda

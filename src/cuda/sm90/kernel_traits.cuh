@@ -1,0 +1,74 @@
+// Compile-time shape of one FP8 kernel instantiation: tile, warpgroup split, stages, shared memory.
+//
+// 384 threads: warpgroup 0 produces (warp 0 issues TMA for A and B, warps 1-3 gather block scales),
+// warpgroups 1 and 2 consume (FP8 wgmma into a fresh accumulator per scale block, promoted into fp32
+// registers with the scales applied). With a 128-row tile each consumer owns 64 rows and all columns;
+// with a 64-row tile (decode-sized groups) both own the 64 rows and half of the columns each.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/cuda/ptx/wgmma.cuh"
+#include "src/cuda/sm90/params.hpp"
+
+namespace bsgemm::cuda {
+
+inline constexpr int kThreadsPerWarpgroup = 128;
+inline constexpr int kKernelThreads = 3 * kThreadsPerWarpgroup;
+inline constexpr int kBlockK = 128;               // K per stage: one 128-byte swizzled row of FP8
+inline constexpr int kScaleLoaderWarps = 3;       // warps 1-3 of the producer warpgroup
+inline constexpr int kProducerRegisters = 112;    // setmaxnreg targets: 128 * 112 + 256 * 200 = 65536
+inline constexpr int kConsumerRegisters = 200;
+inline constexpr std::size_t kSharedMemoryLimit = 232448;  // sm_90 opt-in maximum per block
+inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keeps float4 reads conflict-free
+
+enum class NamedBarrier : std::uint32_t { epilogue_consumer0 = 1, epilogue_consumer1 = 2 };
+
+template <ptx::Fp8Kind A, ptx::Fp8Kind B, ScaleGranularity Scales, int BlockM, int BlockN>
+struct Fp8KernelTraits {
+  static_assert(BlockM == 64 || BlockM == 128, "consumer warpgroups cover 64 rows each");
+  static constexpr ptx::Fp8Kind kA = A;
+  static constexpr ptx::Fp8Kind kB = B;
+  static constexpr ScaleGranularity kScales = Scales;
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kWarpgroupsAlongM = BlockM / 64;
+  static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
+  static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;  // wgmma N of one consumer warpgroup
+  static constexpr int kAccumulators = kWarpgroupN / 2;           // fp32 registers per accumulator per thread
+  static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);
+  // With fp8-block128 one B scale covers 128 columns; a consumer's columns must not straddle two.
+  static_assert(Scales != ScaleGranularity::block128 || 128 % kWarpgroupN == 0 || kWarpgroupN % 128 == 0);
+  static_assert(Scales != ScaleGranularity::block128 || kWarpgroupN <= 128);
+
+  static constexpr int kScaleSteps = Scales == ScaleGranularity::mx32 ? kBlockK / 32 : 1;
+  static constexpr int kSfbPerStage = Scales == ScaleGranularity::mx32 ? kScaleSteps * BlockN : (BlockN + 127) / 128;
+  static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>((BlockM + BlockN) * kBlockK);
+
+  struct alignas(1024) Stage {
+    std::uint8_t a[BlockM * kBlockK];
+    std::uint8_t b[BlockN * kBlockK];
+  };
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kScaleSteps * BlockM + kSfbPerStage);
+  static constexpr std::size_t kFixedBytes = sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */;
+  static constexpr int kStages = [] {
+    const std::size_t per_stage = sizeof(Stage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
+    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
+    return static_cast<int>(fit > 8 ? 8 : fit);
+  }();
+  static_assert(kStages >= 3, "tile too large for a useful pipeline");
+
+  struct SharedStorage {
+    Stage stages[kStages];
+    float sfa[kStages][kScaleSteps][BlockM];
+    float sfb[kStages][kSfbPerStage];
+    float epilogue[2][64][kEpiloguePitch];
+    std::uint64_t full[kStages];
+    std::uint64_t empty[kStages];
+  };
+  static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
+  static_assert(kSharedBytes <= kSharedMemoryLimit);
+};
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,31 @@
+// Host-side entry points of the sm_90a kernels (defined in the .cu files of this folder).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "src/cuda/ptx/fp8_kind.hpp"
+#include "src/cuda/sm90/params.hpp"
+
+namespace bsgemm::cuda {
+
+// One instantiation of the FP8 kernel.
+struct Fp8KernelChoice {
+  ScaleGranularity scales = ScaleGranularity::block128;
+  ptx::Fp8Kind a = ptx::Fp8Kind::e4m3, b = ptx::Fp8Kind::e4m3;
+  int block_m = 128, block_n = 128;
+};
+
+// The tile shapes the FP8 kernel is built for (block_m x block_n).
+inline constexpr int kFp8Tiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}};
+
+bool fp8_tile_supported(int block_m, int block_n);
+// Pipeline stages and dynamic shared memory of an instantiation (for describe_plan).
+int fp8_kernel_stages(const Fp8KernelChoice& choice);
+// Launches the persistent kernel on `grid` CTAs.
+cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+
+// Resolves, validates and counts the tiles of every group (one CTA), writing the workspace.
+cudaError_t launch_prepare_groups(const PrepareParams& params, cudaStream_t stream);
+
+}  // namespace bsgemm::cuda

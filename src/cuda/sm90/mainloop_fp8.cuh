@@ -1,0 +1,80 @@
+// The consumers' mainloop step for the FP8 recipes: wgmma over one 128-deep stage, then promotion of
+// the partial sums into fp32 registers with the block scales applied.
+//
+// Hopper's FP8 wgmma accumulates with reduced precision and knows nothing of block scales, so each
+// scale block gets a fresh accumulator (scale-d = 0 on its first wgmma) that is then added into the
+// fp32 result on the CUDA cores:
+//   fp8-block128: 4 wgmma k32 per stage, then  result += acc * (sa[row] * sb)   (1 FFMA per element;
+//                 sb is one value for all of a warpgroup's columns, which never straddle 128)
+//   mxfp8:        per k32:  1 wgmma, then      result += acc * (sa[row] * sb[col])  (FMUL + FFMA)
+// The scales were gathered into shared memory as fp32 by the scale loaders.
+#pragma once
+
+#include <cstdint>
+
+#include "src/cuda/ptx/wgmma.cuh"
+#include "src/cuda/sm90/kernel_traits.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+struct Fp8Mainloop {
+  using Storage = typename Traits::SharedStorage;
+  using Mma = ptx::WgmmaFp8<Traits::kWarpgroupN, Traits::kA, Traits::kB>;
+  static constexpr int kAcc = Traits::kAccumulators;
+
+  // Where this thread's accumulator fragment sits inside the warpgroup's 64 x kWarpgroupN block:
+  // register i holds row frag_row + 8 * ((i >> 1) & 1), column 8 * (i >> 2) + frag_col + (i & 1).
+  int wg_m, wg_n, frag_row, frag_col;
+
+  __device__ explicit Fp8Mainloop(int consumer) {
+    const int t = threadIdx.x % kThreadsPerWarpgroup;
+    wg_m = consumer / Traits::kWarpgroupsAlongN;
+    wg_n = consumer % Traits::kWarpgroupsAlongN;
+    frag_row = wg_m * 64 + (t / 32) * 16 + (t % 32) / 4;  // tile-local
+    frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);  // tile-local
+  }
+
+  __device__ void accumulate_stage(const Storage& ss, int s, float (&acc)[kAcc], float (&result)[kAcc]) const {
+    const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
+    const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
+    if constexpr (Traits::kScales == ScaleGranularity::block128) {
+      const float sb = ss.sfb[s][(wg_n * Traits::kWarpgroupN) / 128];
+      const float scale_top = ss.sfa[s][0][frag_row] * sb;
+      const float scale_bottom = ss.sfa[s][0][frag_row + 8] * sb;
+      ptx::fence_accumulators(acc);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kBlockK / 32; ++k)
+        Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
+      ptx::wgmma_commit();
+      ptx::wgmma_wait<0>();
+      ptx::fence_accumulators(acc);
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) result[i] = fmaf(acc[i], (i & 2) ? scale_bottom : scale_top, result[i]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < Traits::kScaleSteps; ++k) {
+        ptx::fence_accumulators(acc);
+        ptx::wgmma_fence();
+        Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), 0u);
+        ptx::wgmma_commit();
+        ptx::wgmma_wait<0>();
+        ptx::fence_accumulators(acc);
+        const float sa_top = ss.sfa[s][k][frag_row];
+        const float sa_bottom = ss.sfa[s][k][frag_row + 8];
+        const float* sfb = &ss.sfb[s][k * Traits::kBlockN + frag_col];
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) {
+          const float2 sb = *reinterpret_cast<const float2*>(sfb + 8 * j);
+          result[4 * j + 0] = fmaf(acc[4 * j + 0], sa_top * sb.x, result[4 * j + 0]);
+          result[4 * j + 1] = fmaf(acc[4 * j + 1], sa_top * sb.y, result[4 * j + 1]);
+          result[4 * j + 2] = fmaf(acc[4 * j + 2], sa_bottom * sb.x, result[4 * j + 2]);
+          result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb.y, result[4 * j + 3]);
+        }
+      }
+    }
+  }
+};
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,115 @@
+// What the host hands the sm_90a kernels ("Params"), and what the prepare kernel hands the main one.
+// Plain structs shared by host and device code; no device code here.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "bsgemm/problem.hpp"
+#include "src/core/resolved_group.hpp"
+
+namespace bsgemm::cuda {
+
+// How often the block scales change along K inside one 128-deep stage.
+enum class ScaleGranularity : std::uint8_t {
+  block128,  // fp8-block128: one scale per 128 of K (A per row, B per 128 columns)
+  mx32,      // mxfp8: one scale per 32 of K, per row of A and per column of B
+};
+
+// One group, resolved by the prepare kernel, as the main kernel reads it.
+struct alignas(16) DeviceGroup {
+  std::int32_t m, n, k, l;
+  std::int64_t tile_begin, tile_end;  // this group's range in the sequence of all tiles
+  std::int32_t tiles_m, tiles_n;
+  std::int32_t a_row0;    // row of the group's first row in the A tensor map (contiguous form)
+  std::int32_t a_batch0;  // batch coordinate of the group in the A tensor map (masked form)
+  std::int32_t b_batch0;  // batch coordinate of the group in the B tensor map (MoE forms)
+  std::int32_t reserved;
+  const CUtensorMap* a_map;  // per-group maps of the pointer-array form; null: the kernel's own maps
+  const CUtensorMap* b_map;
+  const void* sfa;
+  const void* sfb;
+  std::int64_t sfa_ld, sfa_batch_stride, sfb_ld, sfb_batch_stride;
+  const void* c;
+  void* d;
+  std::int64_t ldc, batch_stride_c, ldd, batch_stride_d;
+  float alpha, beta;
+};
+
+inline constexpr std::int32_t kNoFailure = 0x7FFFFFFF;
+
+// Written by the prepare kernel on every run: the device-side validation result and the tile count.
+struct alignas(16) DeviceStatus {
+  std::int32_t failed_group;  // kNoFailure, or the lowest failing group
+  std::uint8_t field;         // core::Field
+  std::uint8_t violation;     // core::Violation
+  std::int64_t value, limit;
+  std::int64_t total_tiles;
+  core::CallSpec spec;  // to word the message on the host
+};
+
+// The main kernel's parameters (passed as a __grid_constant__).
+struct KernelParams {
+  CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
+  CUtensorMap b_map;
+  const DeviceGroup* groups;
+  const DeviceStatus* status;
+  std::int32_t num_groups;
+  std::int32_t band;     // N-blocks per band of the tile order (core/tile_scheduler.hpp)
+  bool per_group_maps;   // pointer-array form: each group has its own maps (DeviceGroup::a_map, b_map)
+  DataType d_type;
+  bool d_n_major;
+  bool has_c;
+  DataType sfa_type, sfb_type;
+  ScaleLayout sfa_layout, sfb_layout;
+};
+
+// The prepare kernel's parameters.
+struct PrepareParams {
+  CUtensorMap a_template;  // pointer-array form: the maps every group's maps are edited from
+  CUtensorMap b_template;
+  core::CallSpec spec;
+  std::int32_t num_groups;
+  std::int32_t block_m, block_n;
+  const GroupProblem* groups;  // pointer-array form, device memory
+  MoeGroups moe;               // MoE forms; its arrays are device memory
+  DeviceGroup* out_groups;
+  CUtensorMap* out_maps;  // 2 per group (A, B), pointer-array form
+  DeviceStatus* status;
+};
+
+// Where each piece lives in the caller's workspace. Depends on the group count only.
+struct WorkspaceLayout {
+  std::size_t status = 0, groups = 0, maps = 0, descriptions = 0, offsets = 0, masked_m = 0, alpha = 0, beta = 0;
+  std::size_t total = 0;
+};
+
+inline WorkspaceLayout workspace_layout(std::int64_t num_groups) {
+  const auto align = [](std::size_t x) { return (x + 255) / 256 * 256; };
+  const std::size_t g = static_cast<std::size_t>(num_groups < 0 ? 0 : num_groups);
+  WorkspaceLayout w;
+  std::size_t at = 0;
+  w.status = at;
+  at = align(at + sizeof(DeviceStatus));
+  w.groups = at;
+  at = align(at + g * sizeof(DeviceGroup));
+  w.maps = at;
+  at = align(at + 2 * g * sizeof(CUtensorMap));
+  // Copies of host-resident descriptions (the device reads them from here).
+  w.descriptions = at;
+  at = align(at + g * sizeof(GroupProblem));
+  w.offsets = at;
+  at = align(at + (g + 1) * sizeof(std::int64_t));
+  w.masked_m = at;
+  at = align(at + g * sizeof(std::int32_t));
+  w.alpha = at;
+  at = align(at + g * sizeof(float));
+  w.beta = at;
+  at = align(at + g * sizeof(float));
+  w.total = at;
+  return w;
+}
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,222 @@
+// The prepare kernel: one CTA that turns any description form into the DeviceGroup records the main
+// kernel walks, before the main kernel starts, without the host ever reading device memory.
+//
+// Pass 1 (each thread a run of consecutive groups): the group's rows (from GroupProblem, offsets or
+// masked_m), the same validity rules the host applies (core/group_checks.hpp) plus TMA's limits, and
+// its tile count. Two block-wide scans then give each group its first tile and, for a blocked-layout
+// SFA of the contiguous form, its first scale row. Pass 2 writes the records and, for the
+// pointer-array form, edits two tensor maps per group (A and B) from host-encoded templates with
+// tensormap.replace. When any group is invalid, the lowest such group is reported in the status and
+// the main kernel writes nothing.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/core/group_checks.hpp"
+#include "src/core/resolved_group.hpp"
+#include "src/core/tile_scheduler.hpp"
+#include "src/cuda/ptx/tma.cuh"
+#include "src/cuda/sm90/launch.hpp"
+#include "src/cuda/sm90/params.hpp"
+#include "src/cuda/sm90/tma_limits.hpp"
+
+namespace bsgemm::cuda {
+
+namespace {
+
+constexpr int kPrepareThreads = 256;
+
+// Exclusive prefix of `value` over the block's threads; *total receives the sum of all.
+__device__ std::int64_t block_exclusive_scan(std::int64_t value, std::int64_t* warp_sums, std::int64_t* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  std::int64_t inclusive = value;
+#pragma unroll
+  for (int offset = 1; offset < 32; offset *= 2) {
+    const std::int64_t other = __shfl_up_sync(0xFFFFFFFFu, inclusive, offset);
+    if (lane >= offset) inclusive += other;
+  }
+  if (lane == 31) warp_sums[warp] = inclusive;
+  __syncthreads();
+  constexpr int kWarps = kPrepareThreads / 32;
+  if (warp == 0) {
+    std::int64_t s = lane < kWarps ? warp_sums[lane] : 0;
+#pragma unroll
+    for (int offset = 1; offset < 32; offset *= 2) {
+      const std::int64_t other = __shfl_up_sync(0xFFFFFFFFu, s, offset);
+      if (lane >= offset) s += other;
+    }
+    if (lane < kWarps) warp_sums[lane] = s;
+  }
+  __syncthreads();
+  const std::int64_t before = (warp == 0 ? 0 : warp_sums[warp - 1]) + inclusive - value;
+  *total = warp_sums[kWarps - 1];
+  __syncthreads();  // warp_sums is reused by the next scan
+  return before;
+}
+
+// Rows, first row (contiguous form) and validity of group g.
+struct GroupRows {
+  std::int64_t m = 0, begin = 0;
+  core::GroupCheck check;
+};
+
+__device__ GroupRows group_rows(const PrepareParams& p, int g) {
+  GroupRows r;
+  switch (p.spec.layout) {
+    case GroupLayout::pointer_array: {
+      const core::ResolvedGroup rg = core::resolve_pointer_array(p.spec, p.groups[g]);
+      r.m = rg.m;
+      r.check = core::check_group(p.spec, rg);
+      if (r.check.ok() && rg.m > 0) r.check = check_tma_limits(p.spec, rg, rg.l, rg.l);
+      break;
+    }
+    case GroupLayout::contiguous: {
+      std::int64_t end;
+      core::contiguous_bounds(p.moe, g, &r.begin, &end);
+      r.check = core::check_contiguous_bounds(r.begin, end, p.moe.rows);
+      r.m = end - r.begin;
+      break;
+    }
+    case GroupLayout::masked: {
+      r.m = p.moe.masked_m[g];
+      r.check = core::check_masked_rows(r.m, p.moe.rows);
+      break;
+    }
+  }
+  return r;
+}
+
+// Copies `map_template` to `map` and points it at one group's tensor: dims (K, rows, batches).
+__device__ void write_group_map(CUtensorMap* map, const CUtensorMap& map_template, const void* data, std::int64_t k,
+                                std::int64_t rows, std::int64_t batches, std::int64_t ld_bytes, std::int64_t batch_bytes) {
+  *map = map_template;
+  ptx::tensormap_replace_address(map, data);
+  ptx::tensormap_replace_dim<0>(map, static_cast<std::uint32_t>(k));
+  ptx::tensormap_replace_dim<1>(map, static_cast<std::uint32_t>(rows));
+  ptx::tensormap_replace_dim<2>(map, static_cast<std::uint32_t>(batches));
+  ptx::tensormap_replace_stride<0>(map, static_cast<std::uint64_t>(ld_bytes));
+  ptx::tensormap_replace_stride<1>(map, static_cast<std::uint64_t>(batch_bytes));
+}
+
+__device__ DeviceGroup make_device_group(const PrepareParams& p, int g, const GroupRows& rows, std::int64_t tile_begin,
+                                         std::int64_t tiles, std::int64_t sfa_block_row0) {
+  core::ResolvedGroup rg;
+  DeviceGroup d{};
+  switch (p.spec.layout) {
+    case GroupLayout::pointer_array:
+      rg = core::resolve_pointer_array(p.spec, p.groups[g]);
+      d.a_map = p.out_maps + 2 * g;
+      d.b_map = p.out_maps + 2 * g + 1;
+      break;
+    case GroupLayout::contiguous:
+      rg = core::resolve_contiguous(p.spec, p.moe, g, rows.begin, rows.begin + rows.m, sfa_block_row0,
+                                    core::moe_alpha(p.moe, g), core::moe_beta(p.moe, g));
+      d.a_row0 = static_cast<std::int32_t>(rows.begin);
+      d.b_batch0 = g;
+      break;
+    case GroupLayout::masked:
+      rg = core::resolve_masked(p.spec, p.moe, g, static_cast<std::int32_t>(rows.m), core::moe_alpha(p.moe, g),
+                                core::moe_beta(p.moe, g));
+      d.a_batch0 = g;
+      d.b_batch0 = g;
+      break;
+  }
+  d.m = rg.m;
+  d.n = rg.n;
+  d.k = rg.k;
+  d.l = rg.l;
+  d.tile_begin = tile_begin;
+  d.tile_end = tile_begin + tiles;
+  d.tiles_m = static_cast<std::int32_t>(core::ceil_div(rg.m, p.block_m));
+  d.tiles_n = static_cast<std::int32_t>(core::ceil_div(rg.n, p.block_n));
+  d.sfa = rg.sfa.data;
+  d.sfb = rg.sfb.data;
+  d.sfa_ld = rg.sfa.ld;
+  d.sfa_batch_stride = rg.sfa.batch_stride;
+  d.sfb_ld = rg.sfb.ld;
+  d.sfb_batch_stride = rg.sfb.batch_stride;
+  d.c = rg.c.data;
+  d.d = const_cast<void*>(rg.d.data);
+  d.ldc = rg.c.ld;
+  d.batch_stride_c = rg.c.batch_stride;
+  d.ldd = rg.d.ld;
+  d.batch_stride_d = rg.d.batch_stride;
+  d.alpha = rg.alpha;
+  d.beta = rg.beta;
+  if (p.spec.layout == GroupLayout::pointer_array && tiles > 0) {
+    // FP8 elements are bytes. With one batch the batch stride is never stepped; give TMA a valid one.
+    const std::int64_t a_batch = rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
+    const std::int64_t b_batch = rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
+    write_group_map(p.out_maps + 2 * g, p.a_template, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld, a_batch);
+    write_group_map(p.out_maps + 2 * g + 1, p.b_template, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld, b_batch);
+  }
+  return d;
+}
+
+__global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const __grid_constant__ PrepareParams p) {
+  __shared__ std::int64_t warp_sums[kPrepareThreads / 32];
+  __shared__ std::int32_t failed_group;
+  if (threadIdx.x == 0) failed_group = kNoFailure;
+  __syncthreads();
+
+  const int num_groups = p.num_groups;
+  const int per_thread = (num_groups + kPrepareThreads - 1) / kPrepareThreads;
+  const int first = threadIdx.x * per_thread;
+  const int last = first + per_thread < num_groups ? first + per_thread : num_groups;
+
+  // Pass 1: rows, validity, tiles. The record fields serve as scratch until pass 2 rewrites them.
+  std::int64_t my_tiles = 0, my_padded_rows = 0;
+  for (int g = first; g < last; ++g) {
+    const GroupRows rows = group_rows(p, g);
+    std::int64_t tiles = 0;
+    if (!rows.check.ok()) {
+      atomicMin(&failed_group, g);
+    } else {
+      const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
+      const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
+      tiles = core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
+    }
+    p.out_groups[g].tile_begin = tiles;
+    my_tiles += tiles;
+    my_padded_rows += round_up(rows.m > 0 ? rows.m : 0, 128);
+  }
+  std::int64_t total_tiles, total_padded_rows;
+  std::int64_t tile_begin = block_exclusive_scan(my_tiles, warp_sums, &total_tiles);
+  std::int64_t padded_row = block_exclusive_scan(my_padded_rows, warp_sums, &total_padded_rows);
+
+  if (failed_group == kNoFailure) {
+    // Pass 2: the records and the pointer-array tensor maps.
+    for (int g = first; g < last; ++g) {
+      const GroupRows rows = group_rows(p, g);
+      const std::int64_t tiles = p.out_groups[g].tile_begin;
+      p.out_groups[g] = make_device_group(p, g, rows, tile_begin, tiles, padded_row);
+      tile_begin += tiles;
+      padded_row += round_up(rows.m > 0 ? rows.m : 0, 128);
+    }
+    if (p.spec.layout == GroupLayout::pointer_array) ptx::fence_tensormap_release();
+  }
+
+  if (threadIdx.x == 0) {
+    DeviceStatus status{};
+    status.failed_group = failed_group;
+    status.spec = p.spec;
+    status.total_tiles = failed_group == kNoFailure ? total_tiles : 0;
+    if (failed_group != kNoFailure) {
+      const core::GroupCheck check = group_rows(p, failed_group).check;
+      status.field = static_cast<std::uint8_t>(check.field);
+      status.violation = static_cast<std::uint8_t>(check.violation);
+      status.value = check.value;
+      status.limit = check.limit;
+    }
+    *p.status = status;
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_prepare_groups(const PrepareParams& params, cudaStream_t stream) {
+  prepare_groups_kernel<<<1, kPrepareThreads, 0, stream>>>(params);
+  return cudaGetLastError();
+}
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,427 @@
+// The GPU tier: the sm_90a back end against the fp64 CPU reference.
+//
+// Every case draws fresh random inputs (a distinct seed per case), quantizes them with the library's
+// quantizers, poisons D (NaN), runs on the GPU, and checks every element with check_output at the
+// default tolerance of the recipe and output type. Rows that belong to no group (contiguous rows past
+// the last offset, masked rows past masked_m) must keep their poison. Each test skips itself when no
+// compute-capability 9.0 GPU is visible.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bsgemm/bsgemm.hpp"
+#include "src/core/resolved_group.hpp"
+#include "src/testing/device_workload.hpp"
+#include "src/testing/workload.hpp"
+
+namespace bsgemm {
+namespace {
+
+using testing::DeviceWorkload;
+using testing::GroupShape;
+using testing::HostWorkload;
+using testing::WorkloadSpec;
+
+#define SKIP_WITHOUT_GPU()                                                 \
+  do {                                                                     \
+    if (!cuda_device_available()) GTEST_SKIP() << "no sm_90 GPU visible"; \
+  } while (0)
+
+// One operand configuration of the FP8 recipes the GPU runs.
+struct RecipeVariant {
+  const char* name;
+  OperandType a, b;
+};
+
+OperandType fp8(Recipe r, DataType element, DataType scale, ScaleLayout layout = ScaleLayout::linear) {
+  OperandType t = make_operand_type(r, layout);
+  t.element = element;
+  t.scale = scale;
+  return t;
+}
+
+std::vector<RecipeVariant> recipe_variants() {
+  return {
+      {"block128_f32", fp8(Recipe::fp8_block128, DataType::e4m3, DataType::f32, ScaleLayout::mn_major),
+       fp8(Recipe::fp8_block128, DataType::e4m3, DataType::f32)},
+      {"block128_ue8m0", fp8(Recipe::fp8_block128, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::fp8_block128, DataType::e4m3, DataType::ue8m0)},
+      {"mxfp8_e4m3_e4m3", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4)},
+      {"mxfp8_e4m3_e5m2", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
+       fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0)},
+      {"mxfp8_e5m2_e4m3", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0),
+       fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)},
+      {"mxfp8_e5m2_e5m2", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
+       fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major)},
+  };
+}
+
+// The largest error seen per recipe variant, printed at the end (the bounds quoted in README).
+std::map<std::string, double>& worst_error() {
+  static std::map<std::string, double> worst;
+  return worst;
+}
+
+struct RunResult {
+  HostWorkload host;
+  CheckReport report;
+};
+
+// Byte offsets of D rows that belong to no group, with their row length in bytes.
+std::vector<std::pair<const std::uint8_t*, std::size_t>> rows_outside_groups(const HostWorkload& w) {
+  std::vector<std::pair<const std::uint8_t*, std::size_t>> spans;
+  const GemmArguments& a = w.args();
+  if (a.layout == GroupLayout::pointer_array || a.d_major != Major::n) return spans;
+  const core::ResolvedGroup whole = core::resolve_moe_whole(core::make_call_spec(a), a.moe);
+  const std::size_t row_bytes = static_cast<std::size_t>(bytes_for(a.d_type, a.moe.n));
+  const auto* d = static_cast<const std::uint8_t*>(a.moe.d);
+  const std::size_t ld_bytes = static_cast<std::size_t>(bytes_for(a.d_type, whole.d.ld));
+  if (a.layout == GroupLayout::contiguous) {
+    std::int64_t begin, end;
+    core::contiguous_bounds(a.moe, a.moe.num_groups - 1, &begin, &end);
+    for (std::int64_t r = end; r < a.moe.rows; ++r) spans.emplace_back(d + r * ld_bytes, row_bytes);
+  } else {
+    const std::size_t batch_bytes = static_cast<std::size_t>(bytes_for(a.d_type, whole.d.batch_stride));
+    for (int g = 0; g < a.moe.num_groups; ++g)
+      for (std::int64_t r = a.moe.masked_m[g]; r < a.moe.rows; ++r)
+        spans.emplace_back(d + g * batch_bytes + r * ld_bytes, row_bytes);
+  }
+  return spans;
+}
+
+void expect_untouched(const HostWorkload& w) {
+  for (const auto& [p, bytes] : rows_outside_groups(w))
+    for (std::size_t i = 0; i < bytes; ++i) ASSERT_EQ(p[i], 0xFF) << "a row outside every group was written";
+}
+
+// Runs `spec` on the GPU and checks it against the fp64 reference.
+RunResult run_and_check(const std::string& variant, const WorkloadSpec& spec, MemoryLocation descriptions,
+                        RunOptions options = {}) {
+  options.backend = Backend::cuda;
+  RunResult r;
+  const Status created = HostWorkload::create(spec, &r.host);
+  EXPECT_TRUE(created.ok()) << created.message;
+  if (!created.ok()) return r;
+  r.host.poison_output();
+  DeviceWorkload device;
+  Status s = DeviceWorkload::create(r.host, descriptions, options, 1, &device);
+  EXPECT_TRUE(s.ok()) << s.message;
+  if (!s.ok()) return r;
+  EXPECT_TRUE((s = device.poison_output()).ok()) << s.message;
+  EXPECT_TRUE((s = device.run(options)).ok()) << s.message;
+  EXPECT_TRUE((s = device_status(device.workspace())).ok()) << s.message;
+  EXPECT_TRUE((s = device.download_output(r.host)).ok()) << s.message;
+  ExpectedOutput expected;
+  EXPECT_TRUE((s = testing::expected_output(r.host, /*exact=*/true, 0, &expected)).ok()) << s.message;
+  r.report = check_output(r.host.args(), expected);
+  EXPECT_TRUE(r.report.pass) << variant << ": " << r.report.summary() << "\n  plan: " << describe_plan(device.args(), options);
+  std::cout << "max_rel_err " << variant << " / " << to_string(spec.d_type) << " " << r.report.max_rel_err << "\n";
+  double& worst = worst_error()[variant + " / " + to_string(spec.d_type)];
+  worst = std::max(worst, r.report.max_rel_err);
+  expect_untouched(r.host);
+  return r;
+}
+
+WorkloadSpec make_spec(const RecipeVariant& v, GroupLayout layout, DataType d_type, std::vector<GroupShape> groups,
+                       std::uint64_t seed) {
+  WorkloadSpec s;
+  s.a_type = v.a;
+  s.b_type = v.b;
+  s.layout = layout;
+  s.d_type = d_type;
+  s.groups = std::move(groups);
+  s.seed = seed;
+  return s;
+}
+
+std::vector<GroupShape> moe_groups(std::vector<std::int32_t> ms, std::int32_t n, std::int32_t k) {
+  std::vector<GroupShape> groups;
+  for (std::int32_t m : ms) groups.push_back({m, n, k, 1});
+  return groups;
+}
+
+// ---- every recipe variant x every output type x every layout ---------------------------------------
+
+TEST(GpuMatrix, EveryRecipeOutputAndLayout) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 1000;
+  for (const RecipeVariant& v : recipe_variants())
+    for (DataType d : {DataType::f32, DataType::f16, DataType::bf16}) {
+      // Ragged in M, N and K (K not a multiple of 128), an empty group and a one-row group.
+      const auto moe = moe_groups({129, 0, 1, 70, 200}, 200, 320);
+      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, d, moe, ++seed), MemoryLocation::host);
+      WorkloadSpec masked = make_spec(v, GroupLayout::masked, d, moe, ++seed);
+      masked.moe_rows = 256;
+      run_and_check(v.name, masked, MemoryLocation::device);
+      const std::vector<GroupShape> ptr = {{129, 200, 320, 1}, {0, 64, 128, 1}, {7, 136, 96, 2}, {64, 8, 448, 1}};
+      run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, d, ptr, ++seed), MemoryLocation::host);
+    }
+}
+
+// ---- shapes ------------------------------------------------------------------------------------------
+
+TEST(GpuShapes, GroupSizesZeroOneSevenSixtyFour129And4097) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 2000;
+  for (const RecipeVariant& v : recipe_variants()) {
+    WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({0, 1, 7, 64, 129, 4097}, 256, 256), ++seed);
+    s.moe_rows = 4097 + 129 + 64 + 7 + 1 + 300;  // capacity past the last group: must stay untouched
+    run_and_check(v.name, s, MemoryLocation::device);
+  }
+}
+
+TEST(GpuShapes, KNotAMultipleOfTheBlock) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 3000;
+  for (const RecipeVariant& v : recipe_variants())
+    for (std::int32_t k : {16, 48, 100, 200, 2880 / 8 + 16}) {
+      WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f32, {{77, 150, k, 1}, {130, 64, k, 1}}, ++seed);
+      s.padded_strides = (k % 3) == 0;
+      run_and_check(v.name, s, MemoryLocation::host);
+    }
+}
+
+TEST(GpuShapes, ManyGroups) {
+  SKIP_WITHOUT_GPU();
+  std::vector<std::int32_t> ms;
+  std::uint64_t x = 17;
+  for (int g = 0; g < 256; ++g) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    ms.push_back(static_cast<std::int32_t>((x >> 33) % 41));  // 0..40 rows, several empty
+  }
+  std::uint64_t seed = 4000;
+  for (const RecipeVariant& v : recipe_variants()) {
+    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 128, 256), ++seed),
+                  MemoryLocation::device);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 128, 256), ++seed);
+    masked.moe_rows = 48;
+    run_and_check(v.name, masked, MemoryLocation::host);
+  }
+}
+
+TEST(GpuShapes, OneHugeGroup) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 5000;
+  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[2]})
+    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{8192, 512, 512, 1}}, ++seed),
+                  MemoryLocation::host);
+}
+
+TEST(GpuShapes, BatchedPointerArrayWithStrides) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 6000;
+  for (const RecipeVariant& v : recipe_variants()) {
+    WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f16, {{65, 130, 256, 3}, {200, 64, 160, 2}, {0, 8, 32, 4}}, ++seed);
+    s.padded_strides = true;
+    run_and_check(v.name, s, MemoryLocation::device);
+  }
+}
+
+TEST(GpuShapes, MMajorOutputAndBetaC) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 7000;
+  for (const RecipeVariant& v : recipe_variants())
+    for (GroupLayout layout : {GroupLayout::pointer_array, GroupLayout::contiguous, GroupLayout::masked}) {
+      WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({96, 33, 0, 140}, 96, 256), ++seed);
+      s.d_major = Major::m;
+      s.beta = 0.75f;
+      s.alpha = -1.5f;
+      if (layout == GroupLayout::masked) s.moe_rows = 160;
+      run_and_check(v.name, s, MemoryLocation::host);
+      s.d_major = Major::n;
+      s.seed = ++seed;
+      run_and_check(v.name, s, MemoryLocation::device);
+    }
+}
+
+TEST(GpuShapes, OffsetsWithLeadingZeroAndInt64) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = recipe_variants()[0];
+  WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({40, 300, 0, 17}, 256, 384), 8000);
+  s.offsets_start_with_zero = true;
+  s.offsets_type = IndexType::i64;
+  run_and_check(v.name, s, MemoryLocation::device);
+  run_and_check(v.name, s, MemoryLocation::host);
+}
+
+// Every tile shape the kernel is built for, forced through RunOptions (--mma-tiler-mn).
+TEST(GpuTiles, EveryTileShape) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 9000;
+  for (const RecipeVariant& v : recipe_variants())
+    for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}}) {
+      RunOptions o;
+      o.tile_m = tile.first;
+      o.tile_n = tile.second;
+      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 520, 384), ++seed),
+                    MemoryLocation::device, o);
+    }
+}
+
+// ---- device-side descriptions, validation and CUDA graphs -------------------------------------------
+
+TEST(GpuDeviceSide, InvalidDeviceSizesAreReportedAndNothingIsWritten) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = recipe_variants()[0];
+  WorkloadSpec s = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups({10, 20, 30, 40, 50}, 128, 256), 10000);
+  s.moe_rows = 64;
+  HostWorkload host;
+  ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+  DeviceWorkload device;
+  RunOptions o;
+  o.backend = Backend::cuda;
+  ASSERT_TRUE(DeviceWorkload::create(host, MemoryLocation::device, o, 1, &device).ok());
+  const std::int32_t bad = 65;  // masked_m[3] > max_m
+  ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(device.args().moe.masked_m) + 3, &bad, sizeof bad, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_TRUE(device.poison_output().ok());
+  ASSERT_TRUE(device.run(o).ok());
+  const Status status = device_status(device.workspace());
+  EXPECT_EQ(status.code, StatusCode::device_error);
+  EXPECT_EQ(status.group, 3);
+  EXPECT_EQ(status.field, "masked_m");
+  EXPECT_NE(status.message.find("group 3"), std::string::npos) << status.message;
+  host.poison_output();
+  ASSERT_TRUE(device.download_output(host).ok());
+  for (const testing::Buffer& b : host.buffers())
+    if (b.name == "D")
+      for (std::size_t i = 0; i < b.bytes; ++i) ASSERT_EQ(b.get()[i], 0xFF) << "D was written after a failed validation";
+
+  // A pointer-array group with a device-side N of 0 is reported the same way.
+  WorkloadSpec p = make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{64, 128, 256, 1}, {64, 128, 256, 1}}, 10001);
+  HostWorkload host2;
+  ASSERT_TRUE(HostWorkload::create(p, &host2).ok());
+  DeviceWorkload device2;
+  ASSERT_TRUE(DeviceWorkload::create(host2, MemoryLocation::device, o, 1, &device2).ok());
+  const std::int32_t zero = 0;
+  ASSERT_EQ(cudaMemcpy(reinterpret_cast<std::uint8_t*>(const_cast<GroupProblem*>(device2.args().groups) + 1) +
+                           offsetof(GroupProblem, n),
+                       &zero, sizeof zero, cudaMemcpyHostToDevice),
+            cudaSuccess);
+  ASSERT_TRUE(device2.run(o).ok());
+  const Status status2 = device_status(device2.workspace());
+  EXPECT_EQ(status2.code, StatusCode::device_error);
+  EXPECT_EQ(status2.group, 1);
+  EXPECT_EQ(status2.field, "n");
+}
+
+// The whole call is captured in a CUDA graph, then replayed after new group sizes are written into the
+// same device arrays; each replay is checked against the reference for its sizes.
+TEST(GpuDeviceSide, CudaGraphCaptureAndReplayWithNewSizes) {
+  SKIP_WITHOUT_GPU();
+  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[3]})
+    for (GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({100, 3, 64, 250}, 192, 256), 11000);
+      s.moe_rows = layout == GroupLayout::masked ? 256 : 512;
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+      RunOptions o;
+      o.backend = Backend::cuda;
+      DeviceWorkload device;
+      ASSERT_TRUE(DeviceWorkload::create(host, MemoryLocation::device, o, 1, &device).ok());
+      cudaStream_t stream;
+      ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+      cudaGraph_t graph;
+      ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+      const Status captured = device.run(o, 0, stream);
+      ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+      ASSERT_TRUE(captured.ok()) << captured.message;
+      cudaGraphExec_t exec;
+      ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+
+      const std::vector<std::vector<std::int32_t>> sizes = {{100, 3, 64, 250}, {0, 200, 1, 129}, {256, 0, 0, 7}};
+      for (const auto& ms : sizes) {
+        // New sizes, written to the host copy (for the reference) and the device arrays the graph reads.
+        const GemmArguments& ha = host.args();
+        if (layout == GroupLayout::masked) {
+          auto* h = const_cast<std::int32_t*>(ha.moe.masked_m);
+          std::copy(ms.begin(), ms.end(), h);
+          ASSERT_EQ(cudaMemcpy(const_cast<std::int32_t*>(device.args().moe.masked_m), h, ms.size() * 4, cudaMemcpyHostToDevice),
+                    cudaSuccess);
+        } else {
+          auto* h = static_cast<std::int32_t*>(const_cast<void*>(ha.moe.offsets));
+          std::int32_t end = 0;
+          for (std::size_t g = 0; g < ms.size(); ++g) h[g] = (end += ms[g]);
+          ASSERT_EQ(cudaMemcpy(const_cast<void*>(device.args().moe.offsets), h, ms.size() * 4, cudaMemcpyHostToDevice),
+                    cudaSuccess);
+        }
+        ASSERT_TRUE(device.poison_output(stream).ok());
+        ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+        ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+        ASSERT_TRUE(device_status(device.workspace(), stream).ok());
+        host.poison_output();
+        ASSERT_TRUE(device.download_output(host).ok());
+        ExpectedOutput expected;
+        ASSERT_TRUE(testing::expected_output(host, true, 0, &expected).ok());
+        const CheckReport report = check_output(host.args(), expected);
+        EXPECT_TRUE(report.pass) << v.name << " replay: " << report.summary();
+        expect_untouched(host);
+      }
+      cudaGraphExecDestroy(exec);
+      cudaGraphDestroy(graph);
+      cudaStreamDestroy(stream);
+    }
+}
+
+// ---- errors before launch ------------------------------------------------------------------------------
+
+TEST(GpuErrors, UnsupportedOnTheCudaBackEndIsReportedBeforeLaunch) {
+  SKIP_WITHOUT_GPU();
+  WorkloadSpec s = make_spec(recipe_variants()[0], GroupLayout::pointer_array, DataType::bf16, {{64, 64, 128, 1}}, 12000);
+  HostWorkload host;
+  ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+  RunOptions o;
+  o.backend = Backend::cuda;
+  DeviceWorkload device;
+  ASSERT_TRUE(DeviceWorkload::create(host, MemoryLocation::host, o, 1, &device).ok());
+  o.tile_m = 96;
+  o.tile_n = 128;
+  Status st = device.run(o);
+  EXPECT_EQ(st.code, StatusCode::invalid_argument);
+  EXPECT_EQ(st.field, "tile");
+  o = RunOptions{};
+  o.backend = Backend::cuda;
+  o.cluster_m = 3;
+  st = device.run(o);
+  EXPECT_EQ(st.code, StatusCode::invalid_argument);
+  EXPECT_EQ(st.field, "cluster");
+  GemmArguments a = device.args();
+  a.a_major = Major::m;
+  st = run(a, RunOptions{Backend::cuda}, device.workspace(), device.workspace_bytes());
+  EXPECT_EQ(st.code, StatusCode::not_supported);
+  EXPECT_EQ(st.field, "a_major");
+}
+
+// The reduced suite compute-sanitizer runs (memcheck, racecheck, synccheck): every recipe variant, every
+// description form, ragged edges, small enough to run under instrumentation.
+TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
+  SKIP_WITHOUT_GPU();
+  std::uint64_t seed = 13000;
+  for (const RecipeVariant& v : recipe_variants()) {
+    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 70}, 136, 200), ++seed),
+                  MemoryLocation::device);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::f16, moe_groups({5, 64}, 72, 160), ++seed);
+    masked.moe_rows = 80;
+    run_and_check(v.name, masked, MemoryLocation::host);
+    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
+                  MemoryLocation::device);
+  }
+}
+
+// Prints the largest normalised error of each recipe and output type (README "Accuracy").
+TEST(GpuZReport, ErrorBounds) {
+  SKIP_WITHOUT_GPU();
+  for (const auto& [name, err] : worst_error()) std::cout << "max_rel_err " << name << " " << err << "\n";
+}
+
+}  // namespace
+}  // namespace bsgemm
