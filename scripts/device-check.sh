@@ -96,6 +96,14 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   cat "$OUT/h200.md"
 fi
 
+if want sanitize && [ $SMOKE_OK = 1 ]; then
+  for tool in memcheck racecheck synccheck; do
+    step "sanitize-$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 3 build/tests/test_gpu \
+      --gtest_color=no --gtest_filter="GpuSanitize.*"
+    note "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
+  done
+fi
+
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${SUMMARY[@]}"
