@@ -1,5 +1,6 @@
 // The CPU back end against the fp64 reference: wall time of each at M = N = K = 1024 (one group,
-// bf16 output), per recipe, on every hardware thread. Results: bench/results/cpu.md.
+// bf16 output), per recipe, the back end on every hardware thread and on one. The reference is
+// single-threaded by design. Results: bench/results/cpu.md.
 //
 //   build/bsgemm_cpu_bench [--size S] [--runs R] [--reference-runs Q] [--threads T]
 //
@@ -79,8 +80,10 @@ int main(int argc, char** argv) {
   std::printf(
       "M = N = K = %d, one group, bf16 output, %d threads; median of %d back-end runs and %d reference runs\n\n",
       settings.size, threads, settings.runs, settings.reference_runs);
-  std::printf("| recipe | reference (fp64) | cpu back end | back end GFLOP/s | speed-up |\n");
-  std::printf("| --- | ---: | ---: | ---: | ---: |\n");
+  std::printf("| recipe | reference (fp64, 1 thread) | back end, %d threads | GFLOP/s | speed-up | back end, 1 thread |"
+              " GFLOP/s | speed-up |\n",
+              threads);
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
 
   for (const bsgemm::Recipe recipe : {bsgemm::Recipe::nvfp4, bsgemm::Recipe::mxfp8, bsgemm::Recipe::fp8_block128}) {
     bsgemm::testing::WorkloadSpec spec;
@@ -114,14 +117,27 @@ int main(int argc, char** argv) {
                    report.summary().c_str());
       return 1;
     }
-    std::vector<double> backend_times;
-    for (int r = 0; r < settings.runs; ++r)
-      backend_times.push_back(seconds([&] { status = bsgemm::run(workload.args(), options, nullptr, 0); }));
-    if (!status.ok()) return fail("the cpu back end", status);
+    // The median time of `runs` back-end runs on `thread_count` threads (a failed run is kept in
+    // `failure`).
+    Status failure;
+    auto time_backend = [&](int thread_count) {
+      bsgemm::RunOptions timed = options;
+      timed.cpu_threads = thread_count;
+      std::vector<double> times;
+      for (int r = 0; r < settings.runs; ++r)
+        times.push_back(seconds([&] {
+          if (Status s = bsgemm::run(workload.args(), timed, nullptr, 0); !s.ok()) failure = s;
+        }));
+      return median(times);
+    };
+    const double backend = time_backend(threads);
+    const double backend_one_thread = time_backend(1);
+    if (!failure.ok()) return fail("the cpu back end", failure);
 
-    const double reference = median(reference_times), backend = median(backend_times);
-    std::printf("| %s | %.2f s | %.1f ms | %.1f | %.0fx |\n", bsgemm::to_string(recipe), reference, backend * 1e3,
-                workload.flops() / backend * 1e-9, reference / backend);
+    const double reference = median(reference_times), flops = workload.flops();
+    std::printf("| %s | %.2f s | %.1f ms | %.1f | %.0fx | %.1f ms | %.1f | %.0fx |\n", bsgemm::to_string(recipe),
+                reference, backend * 1e3, flops / backend * 1e-9, reference / backend, backend_one_thread * 1e3,
+                flops / backend_one_thread * 1e-9, reference / backend_one_thread);
     std::fflush(stdout);
   }
   return 0;

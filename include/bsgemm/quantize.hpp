@@ -1,6 +1,6 @@
 // CPU quantizers: fp32 or bf16 matrices -> any recipe and scale layout, and back to fp32.
 //
-// The rules (also in README.md):
+// The rules (README.md refers here for them):
 //   mxfp8, mxfp4 (OCP MX v1.0, block 32 along K): shared_exp = floor(log2(amax)) - emax_elem
 //     (emax_elem: e4m3 8, e5m2 15, e2m1 2), clamped to [-127, 127]; the scale is ue8m0 2^shared_exp;
 //     elements = RNE(x / 2^shared_exp), saturated to the element's largest finite value. A block

@@ -128,6 +128,9 @@ constexpr std::int64_t kChunkK = 256;
 constexpr std::int64_t kPanelBudgetFloats = std::int64_t{16} << 20;
 // Decoded elements per decode task: enough to outweigh the hand-out, few enough to balance.
 constexpr std::int64_t kDecodeTaskFloats = std::int64_t{1} << 15;
+// Multiply-adds that justify one more worker thread: 2^24 take about 0.1 ms on one core, well above
+// what starting a thread costs, so small calls run on fewer threads (or only the caller's).
+constexpr double kMultiplyAddsPerWorker = 0x1p24;
 
 // fp32 value of every code of an element format (256 entries; e2m1 uses the first 16).
 struct DecodeTable {
@@ -440,7 +443,10 @@ Status run(const GemmArguments& args, int threads) {
     std::size_t panel_floats = 0;
     for (const Wave& wave : waves) panel_floats = std::max(panel_floats, wave.floats);
     const AlignedFloats panels(panel_floats);
-    const int workers = resolve_thread_count(threads);
+    double multiply_adds = 0;
+    for (const core::ResolvedGroup& g : groups) multiply_adds += double{g.l} * g.m * g.n * g.k;
+    const int workers = static_cast<int>(
+        std::clamp(multiply_adds / kMultiplyAddsPerWorker, 1.0, static_cast<double>(resolve_thread_count(threads))));
     std::vector<AlignedFloats> sums;
     sums.reserve(static_cast<std::size_t>(workers));
     for (int w = 0; w < workers; ++w) sums.emplace_back(static_cast<std::size_t>(blocking.tile_m * blocking.tile_n));

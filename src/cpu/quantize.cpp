@@ -9,6 +9,8 @@
 // the same, cache-resident values encodes the elements into a small tile. The tile is written out
 // row by row for k-major data (packing FP4 two per byte, low nibble first) or column by column for
 // the other major, so every write is a run of contiguous bytes.
+#include "bsgemm/quantize.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -18,14 +20,15 @@
 #include <string>
 #include <vector>
 
-#include "bsgemm/quantize.hpp"
 #include "src/core/group_checks.hpp"
 
 namespace bsgemm {
 namespace {
 
 constexpr std::uint32_t kAbsMask = 0x7FFFFFFFu;
-constexpr std::uint32_t kInfBits = 0x7F800000u;
+// The amax loops compare |x| bit patterns as signed 32-bit integers (they are non-negative): x86's
+// baseline SSE2 has a signed 32-bit compare but no unsigned one, so this is what vectorizes.
+constexpr std::int32_t kInfBitsSigned = 0x7F800000;
 
 // The amax of an fp8-block128 block is clamped below at this (the DeepSeek rule), so an all-zero
 // block gets a tiny but finite scale.
@@ -35,6 +38,7 @@ constexpr float kBlock128MinAmax = 1e-10f;
 
 inline std::uint32_t source_bits(float x) { return detail::float_to_bits(x); }
 inline std::uint32_t source_bits(std::uint16_t bf16) { return static_cast<std::uint32_t>(bf16) << 16; }
+inline std::int32_t abs_bits(std::uint32_t bits) { return static_cast<std::int32_t>(bits & kAbsMask); }
 inline float source_value(float x) { return x; }
 inline float source_value(std::uint16_t bf16) { return decode_bf16(bf16); }
 
@@ -103,15 +107,20 @@ Status check_types(const OperandType& type) {
     case Recipe::mxfp8:
       if (e != DataType::e4m3 && e != DataType::e5m2)
         return invalid("type.element", std::string("mxfp8 elements are e4m3 or e5m2, not ") + to_string(e));
-      if (s != DataType::ue8m0) return invalid("type.scale", std::string("mxfp8 scales are ue8m0, not ") + to_string(s));
+      if (s != DataType::ue8m0)
+        return invalid("type.scale", std::string("mxfp8 scales are ue8m0, not ") + to_string(s));
       return Status::success();
     case Recipe::mxfp4:
-      if (e != DataType::e2m1) return invalid("type.element", std::string("mxfp4 elements are e2m1, not ") + to_string(e));
-      if (s != DataType::ue8m0) return invalid("type.scale", std::string("mxfp4 scales are ue8m0, not ") + to_string(s));
+      if (e != DataType::e2m1)
+        return invalid("type.element", std::string("mxfp4 elements are e2m1, not ") + to_string(e));
+      if (s != DataType::ue8m0)
+        return invalid("type.scale", std::string("mxfp4 scales are ue8m0, not ") + to_string(s));
       return Status::success();
     case Recipe::nvfp4:
-      if (e != DataType::e2m1) return invalid("type.element", std::string("nvfp4 elements are e2m1, not ") + to_string(e));
-      if (s != DataType::ue4m3) return invalid("type.scale", std::string("nvfp4 scales are ue4m3, not ") + to_string(s));
+      if (e != DataType::e2m1)
+        return invalid("type.element", std::string("nvfp4 elements are e2m1, not ") + to_string(e));
+      if (s != DataType::ue4m3)
+        return invalid("type.scale", std::string("nvfp4 scales are ue4m3, not ") + to_string(s));
       return Status::success();
     case Recipe::fp8_block128:
       if (e != DataType::e4m3)
@@ -163,8 +172,8 @@ Status make_plan(const QuantizedOperand& q, Plan* plan) {
   p.k_major = q.major == Major::k;
   p.rows = q.rows;
   p.k = q.k;
-  if (Status s = p.k_major ? check_ld("ld", q.ld, q.k, q.rows, "k", &p.ld)
-                           : check_ld("ld", q.ld, q.rows, q.k, "rows", &p.ld);
+  if (Status s =
+          p.k_major ? check_ld("ld", q.ld, q.k, q.rows, "k", &p.ld) : check_ld("ld", q.ld, q.rows, q.k, "rows", &p.ld);
       !s.ok())
     return s;
   p.block = block_k(p.recipe);
@@ -256,13 +265,16 @@ class Quantizer {
       : plan_(plan), src_(src), src_ld_(src_ld), mx_rounding_(mx_rounding), global_scale_(global_scale) {
     // fp32-scaled recipes divide by their scale as the rules say; power-of-two scales multiply by
     // the exact reciprocal, which gives the same result.
-    const bool divide = plan.recipe == Recipe::nvfp4 || (plan.recipe == Recipe::fp8_block128 && plan.scale == DataType::f32);
+    const bool divide =
+        plan.recipe == Recipe::nvfp4 || (plan.recipe == Recipe::fp8_block128 && plan.scale == DataType::f32);
     switch (plan.element) {
       case DataType::e4m3:
         encode_ = divide ? &encode_run<DataType::e4m3, true, Src> : &encode_run<DataType::e4m3, false, Src>;
         break;
       case DataType::e5m2: encode_ = &encode_run<DataType::e5m2, false, Src>; break;
-      default: encode_ = divide ? &encode_run<DataType::e2m1, true, Src> : &encode_run<DataType::e2m1, false, Src>; break;
+      default:
+        encode_ = divide ? &encode_run<DataType::e2m1, true, Src> : &encode_run<DataType::e2m1, false, Src>;
+        break;
     }
   }
 
@@ -275,7 +287,7 @@ class Quantizer {
         const std::int64_t k0 = col * plan_.block;
         const std::int64_t width = std::min(plan_.block, plan_.k - k0);
         if (plan_.rows_per_scale > 1) {
-          std::uint32_t amax = 0;
+          std::int32_t amax = 0;
           for (std::int64_t i = 0; i < panel_rows; ++i) amax = std::max(amax, row_amax(r0 + i, k0, width));
           const BlockScale scale = make_scale(amax);
           store_scale(r0 / plan_.rows_per_scale, col, scale);
@@ -303,22 +315,22 @@ class Quantizer {
   std::vector<std::uint8_t> tile_;  // codes of one panel x one block, row-major, row stride plan_.block
 
   // The largest |x| bit pattern of src[row, k0 .. k0 + width).
-  std::uint32_t row_amax(std::int64_t row, std::int64_t k0, std::int64_t width) const {
+  std::int32_t row_amax(std::int64_t row, std::int64_t k0, std::int64_t width) const {
     const Src* p = src_ + row * src_ld_ + k0;
-    std::uint32_t amax = 0;
-    for (std::int64_t i = 0; i < width; ++i) amax = std::max(amax, source_bits(p[i]) & kAbsMask);
+    std::int32_t amax = 0;
+    for (std::int64_t i = 0; i < width; ++i) amax = std::max(amax, abs_bits(source_bits(p[i])));
     return amax;
   }
 
-  BlockScale make_scale(std::uint32_t amax_bits) const {
+  BlockScale make_scale(std::int32_t amax_bits) const {
     BlockScale s;
-    if (amax_bits >= kInfBits) {  // inf or NaN in the block
+    if (amax_bits >= kInfBitsSigned) {  // inf or NaN in the block
       s.code = plan_.scale == DataType::ue4m3 ? 0x7Fu : 0xFFu;
       s.value = std::numeric_limits<float>::quiet_NaN();
       s.zero_elements = true;
       return s;
     }
-    const float amax = detail::bits_to_float(amax_bits);
+    const float amax = detail::bits_to_float(static_cast<std::uint32_t>(amax_bits));
     switch (plan_.recipe) {
       case Recipe::mxfp8:
       case Recipe::mxfp4: {
@@ -367,7 +379,8 @@ class Quantizer {
     }
   }
 
-  void encode_row(std::int64_t row, std::int64_t k0, std::int64_t width, const BlockScale& s, std::uint8_t* codes) const {
+  void encode_row(std::int64_t row, std::int64_t k0, std::int64_t width, const BlockScale& s,
+                  std::uint8_t* codes) const {
     if (s.zero_elements) {
       std::memset(codes, 0, static_cast<std::size_t>(width));  // code 0 is +0 in every element format
       return;
@@ -419,18 +432,23 @@ class Quantizer {
   }
 };
 
+// The largest finite |x| bit pattern of n values.
+template <typename Src>
+std::int32_t finite_amax_bits(const Src* p, std::int64_t n) {
+  std::int32_t amax = 0;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const std::int32_t bits = abs_bits(source_bits(p[i]));
+    amax = std::max(amax, bits < kInfBitsSigned ? bits : 0);
+  }
+  return amax;
+}
+
 // The largest finite |x| of the source (nvfp4's tensor amax).
 template <typename Src>
 float finite_amax(const Src* src, std::int64_t src_ld, std::int64_t rows, std::int64_t k) {
-  std::uint32_t amax = 0;
-  for (std::int64_t r = 0; r < rows; ++r) {
-    const Src* p = src + r * src_ld;
-    for (std::int64_t i = 0; i < k; ++i) {
-      const std::uint32_t bits = source_bits(p[i]) & kAbsMask;
-      amax = std::max(amax, bits < kInfBits ? bits : 0u);
-    }
-  }
-  return detail::bits_to_float(amax);
+  std::int32_t amax = 0;
+  for (std::int64_t r = 0; r < rows; ++r) amax = std::max(amax, finite_amax_bits(src + r * src_ld, k));
+  return detail::bits_to_float(static_cast<std::uint32_t>(amax));
 }
 
 template <typename Src>

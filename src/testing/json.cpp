@@ -85,9 +85,7 @@ class Parser {
     switch (peek()) {
       case '{': return parse_object(out, depth);
       case '[': return parse_array(out, depth);
-      case '"':
-        out->kind = Value::Kind::string;
-        return parse_string(&out->string);
+      case '"': out->kind = Value::Kind::string; return parse_string(&out->string);
       case 't': return parse_literal("true", out, Value::Kind::boolean, true);
       case 'f': return parse_literal("false", out, Value::Kind::boolean, false);
       case 'n': return parse_literal("null", out, Value::Kind::null, false);
@@ -128,7 +126,7 @@ class Parser {
       skip_whitespace();
       Value member;
       if (Status s = parse_value(&member, depth + 1); !s.ok()) return s;
-      out->object.emplace_back(std::move(key), std::move(member));
+      out->object.push_back(Value::Member{std::move(key), std::move(member)});
       skip_whitespace();
       if (at_end()) return error_at(pos_, "unterminated object (expected ',' or '}')");
       if (peek() == '}') {

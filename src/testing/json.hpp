@@ -3,7 +3,6 @@
 
 #include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
 #include "bsgemm/status.hpp"
@@ -12,12 +11,16 @@ namespace bsgemm::testing::json {
 
 struct Value {
   enum class Kind { null, boolean, number, string, array, object };
+  // One member of an object. A named struct, defined below, rather than std::pair<std::string,
+  // Value>: a pair would be instantiated here, while Value is incomplete, which libstdc++ rejects
+  // under clang.
+  struct Member;
   Kind kind = Kind::null;
   bool boolean = false;
   double number = 0;
   std::string string;
   std::vector<Value> array;
-  std::vector<std::pair<std::string, Value>> object;  // in document order
+  std::vector<Member> object;  // in document order
 
   // The member `key` of an object, or nullptr.
   const Value* find(std::string_view key) const;
@@ -25,6 +28,11 @@ struct Value {
   bool is_string() const { return kind == Kind::string; }
   bool is_array() const { return kind == Kind::array; }
   bool is_object() const { return kind == Kind::object; }
+};
+
+struct Value::Member {
+  std::string key;
+  Value value;
 };
 
 // Parses a whole document; the error message gives line and column.

@@ -16,9 +16,9 @@
 // Strides
 //   Every leading dimension is the contiguous extent rounded up to a 16-byte multiple (what every
 //   back end requires); with padded_strides one more 16-byte step. Batch strides are whole lines,
-//   plus a 32-byte gap when padded. Scale leading dimensions are dense, or 16 bytes past the
-//   16-byte multiple when padded. A stride equal to the dense default is passed as 0, so that the
-//   defaults are exercised too.
+//   plus a 32-byte gap when padded. Scale leading dimensions are dense, or, when padded, 16 bytes
+//   past the next 16-byte multiple; scale batch strides are dense, or 16 bytes more when padded. A
+//   stride equal to the dense default is passed as 0, so that the defaults are exercised too.
 #include "src/testing/workload.hpp"
 
 #include <algorithm>
@@ -28,7 +28,6 @@
 #include <limits>
 #include <mutex>
 #include <new>
-#include <numbers>
 #include <string>
 #include <utility>
 
@@ -70,27 +69,34 @@ std::uint64_t row_seed(std::uint64_t seed, Tensor tensor, int group, std::int64_
   return mix64(h ^ static_cast<std::uint64_t>(row));
 }
 
-// Two independent N(0, 1) values from 64 random bits (Box-Muller on two 24-bit uniforms).
-void normal_pair(std::uint64_t bits, float* z0, float* z1) {
-  const float u1 = (static_cast<float>(bits >> 40) + 1.0f) * 0x1p-24f;      // (0, 1]
-  const float u2 = static_cast<float>((bits >> 8) & 0xFFFFFFu) * 0x1p-24f;  // [0, 1)
-  const float radius = std::sqrt(-2.0f * std::log(u1));
-  const float angle = 2.0f * std::numbers::pi_v<float> * u2;
-  *z0 = radius * std::cos(angle);
-  *z1 = radius * std::sin(angle);
+// Two independent N(0, 1) values (Marsaglia's polar method: a point uniform in the unit disc,
+// from two 32-bit halves of the stream, scaled by sqrt(-2 ln s / s); no trigonometry).
+void normal_pair(SplitMix64& rng, float* z0, float* z1) {
+  for (;;) {
+    const std::uint64_t bits = rng.next();
+    const float u = static_cast<float>(static_cast<std::int32_t>(bits >> 32)) * 0x1p-31f;  // [-1, 1)
+    const float v = static_cast<float>(static_cast<std::int32_t>(bits)) * 0x1p-31f;
+    const float s = u * u + v * v;
+    if (s >= 1.0f || s == 0.0f) continue;
+    const float f = std::sqrt(-2.0f * std::log(s) / s);
+    *z0 = u * f;
+    *z1 = v * f;
+    return;
+  }
 }
 
 // One row of k values ~ N(0, 1), times 2^u per 32-column block when `block_exponents`, times factor.
 void random_row(std::uint64_t seed, Tensor tensor, int group, std::int64_t batch, std::int64_t row, std::int64_t k,
                 bool block_exponents, float factor, float* out) {
+  static constexpr float kPowersOfTwo[7] = {0.125f, 0.25f, 0.5f, 1.0f, 2.0f, 4.0f, 8.0f};  // 2^u, u = -3..3
   SplitMix64 rng{row_seed(seed, tensor, group, batch, row)};
   for (std::int64_t k0 = 0; k0 < k; k0 += 32) {
     float block_factor = factor;
-    if (block_exponents) block_factor = std::ldexp(factor, static_cast<int>(rng.next() % 7) - 3);
+    if (block_exponents) block_factor = factor * kPowersOfTwo[rng.next() % 7];
     const std::int64_t k1 = std::min<std::int64_t>(k0 + 32, k);
     for (std::int64_t i = k0; i < k1; i += 2) {
       float z0, z1;
-      normal_pair(rng.next(), &z0, &z1);
+      normal_pair(rng, &z0, &z1);
       out[i] = z0 * block_factor;
       if (i + 1 < k1) out[i + 1] = z1 * block_factor;
     }
@@ -132,9 +138,10 @@ Geometry data_geometry(DataType t, bool col_contiguous, std::int64_t rows, std::
   g.ld = round_up(extent, step) + (padded ? step : 0);
   g.ld_arg = g.ld == extent ? 0 : g.ld;
   g.batch_extent = core::matrix_extent(col_contiguous, rows, cols, g.ld);
-  // Whole lines keep every batch 16-byte aligned; the dense default (the extent) may not.
+  // Whole lines (the dense default) keep every batch 16-byte aligned.
   g.batch_stride = lines * g.ld + (padded ? 2 * step : 0);
-  g.batch_stride_arg = g.batch_stride == g.batch_extent ? 0 : g.batch_stride;
+  const std::int64_t dense_batch_stride = core::dense_batch_stride(col_contiguous, rows, cols, g.ld);
+  g.batch_stride_arg = g.batch_stride == dense_batch_stride ? 0 : g.batch_stride;
   return g;
 }
 
@@ -146,8 +153,9 @@ Geometry scale_geometry(ScaleLayout layout, DataType scale, std::int64_t rows, s
   g.ld = (padded && layout != ScaleLayout::blocked_128x4) ? round_up(dense, step) + step : dense;
   g.ld_arg = g.ld == dense ? 0 : g.ld;
   g.batch_extent = scale_extent(layout, rows, cols, g.ld);
-  g.batch_stride = padded ? round_up(g.batch_extent, step) + step : g.batch_extent;
-  g.batch_stride_arg = g.batch_stride == g.batch_extent ? 0 : g.batch_stride;
+  const std::int64_t dense_batch_stride = core::dense_scale_batch_stride(layout, rows, cols, g.ld);
+  g.batch_stride = dense_batch_stride + (padded ? step : 0);
+  g.batch_stride_arg = g.batch_stride == dense_batch_stride ? 0 : g.batch_stride;
   return g;
 }
 
@@ -389,7 +397,9 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
       const std::int64_t a_cols = scale_cols(spec.a_type.recipe, k);
       const std::int64_t b_rows = scale_rows(spec.b_type.recipe, Operand::b, n),
                          b_cols = scale_cols(spec.b_type.recipe, k);
-      // A blocked SFA of the contiguous form gives each group a block of round_up(M_g, 128) rows.
+      // A blocked SFA of the contiguous form gives each group a block of round_up(M_g, 128) rows;
+      // it holds at least round_up(rows, 128) rows too, so that a reader that sizes it from `rows`
+      // stays inside it.
       const std::int64_t sfa_rows = contiguous && spec.a_type.scale_layout == ScaleLayout::blocked_128x4
                                         ? std::max(blocked_rows, round_up(rows, 128))
                                         : rows;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ struct BackendCase {
   WorkloadSpec spec;
   int threads = 0;
 };
+
+// What gtest prints for GetParam(): the case's name.
+void PrintTo(const BackendCase& c, std::ostream* os) { *os << c.name; }
 
 WorkloadSpec base_spec(Recipe a, Recipe b, std::vector<GroupShape> groups) {
   WorkloadSpec spec;
@@ -310,7 +314,68 @@ TEST_P(CpuBackend, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Random, CpuBackend, ::testing::ValuesIn(backend_cases()),
-                         [](const ::testing::TestParamInfo<BackendCase>& info) { return info.param.name; });
+                         [](const ::testing::TestParamInfo<BackendCase>& param_info) { return param_info.param.name; });
+
+// ---- the workloads themselves ------------------------------------------------------------------------
+
+// The data depend on the spec alone: the thread count changes nothing, the seed changes everything.
+TEST(Workload, DataDependOnTheSeedOnly) {
+  WorkloadSpec s = base_spec(Recipe::nvfp4, Recipe::nvfp4, {{300, 40, 96, 2}, {0, 8, 32, 1}, {129, 17, 160, 1}});
+  s.beta = 0.5f;
+  s.seed = seed_of("determinism");
+  s.threads = 1;
+  HostWorkload one, three, other;
+  ASSERT_TRUE(HostWorkload::create(s, &one).ok());
+  s.threads = 3;
+  ASSERT_TRUE(HostWorkload::create(s, &three).ok());
+  s.seed += 1;
+  ASSERT_TRUE(HostWorkload::create(s, &other).ok());
+  ASSERT_EQ(one.buffers().size(), three.buffers().size());
+  for (std::size_t i = 0; i < one.buffers().size(); ++i) {
+    const testing::Buffer& a = one.buffers()[i];
+    const testing::Buffer& b = three.buffers()[i];
+    ASSERT_EQ(a.name, b.name);
+    ASSERT_EQ(a.bytes, b.bytes);
+    EXPECT_EQ(std::memcmp(a.get(), b.get(), a.bytes), 0) << a.name;
+    if (a.name == "A[0]" || a.name == "B[2]" || a.name == "C[2]")
+      EXPECT_NE(std::memcmp(a.get(), other.buffers()[i].get(), a.bytes), 0) << a.name;
+  }
+  for (int g = 0; g < 3; ++g) EXPECT_EQ(one.args().groups[g].alpha, three.args().groups[g].alpha);
+}
+
+// Every recipe quantizes the same fp32 data (it depends on the seed, not the recipe), so the exact
+// products of an nvfp4 workload, whose global scales reach D only through alpha, and of an
+// fp8-block128 one agree with the mxfp8 one to within quantization error. A global scale left out
+// of alpha, or applied twice, would be off by orders of magnitude.
+TEST(Workload, RecipesQuantizeTheSameData) {
+  for (const GroupLayout layout : {GroupLayout::pointer_array, GroupLayout::contiguous}) {
+    ExpectedOutput outputs[3];
+    const Recipe recipes[3] = {Recipe::mxfp8, Recipe::nvfp4, Recipe::fp8_block128};
+    for (int r = 0; r < 3; ++r) {
+      WorkloadSpec s = base_spec(recipes[r], recipes[r], {{40, 48, 256, 1}, {25, 48, 256, 1}});
+      s.layout = layout;
+      s.alpha = 2.0f;
+      s.seed = seed_of("same_data");
+      HostWorkload workload;
+      ASSERT_TRUE(HostWorkload::create(s, &workload).ok());
+      ASSERT_TRUE(reference_gemm(workload.args(), &outputs[r]).ok());
+    }
+    for (int r = 1; r < 3; ++r) {
+      for (std::size_t g = 0; g < 2; ++g) {
+        double difference = 0, magnitude = 0;
+        for (std::size_t i = 0; i < outputs[0][g].size(); ++i) {
+          difference += std::pow(outputs[r][g][i] - outputs[0][g][i], 2);
+          magnitude += std::pow(outputs[0][g][i], 2);
+        }
+        // D has an rms near 2 * 12 (alpha times the rms of a sum of K products of rms 12.2 / sqrt(K)).
+        EXPECT_GT(std::sqrt(magnitude / static_cast<double>(outputs[0][g].size())), 10.0);
+        // Measured: about 0.15 for nvfp4 (e2m1 keeps 1 mantissa bit), 0.055 for fp8-block128.
+        const double bound = recipes[r] == Recipe::nvfp4 ? 0.25 : 0.1;
+        EXPECT_LT(std::sqrt(difference / magnitude), bound) << to_string(recipes[r]) << ", group " << g;
+      }
+    }
+  }
+}
 
 // The expected output from the back end with fp32 output (what the tool uses for large cases)
 // agrees with the reference to fp32 accumulation accuracy.

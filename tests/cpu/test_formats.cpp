@@ -219,8 +219,13 @@ void check_midpoints(const char* name, std::vector<CodeValue> values, std::uint3
     const struct {
       float x;
       std::uint32_t want;
-    } cases[] = {{mid_f, even}, {above, hi.code}, {below, lo.code}, {static_cast<float>(lo.value), lo.code},
-                 {-mid_f, even | sign_bit}, {-above, hi.code | sign_bit}, {-below, lo.code | sign_bit}};
+    } cases[] = {{mid_f, even},
+                 {above, hi.code},
+                 {below, lo.code},
+                 {static_cast<float>(lo.value), lo.code},
+                 {-mid_f, even | sign_bit},
+                 {-above, hi.code | sign_bit},
+                 {-below, lo.code | sign_bit}};
     for (const auto& c : cases) {
       const std::uint32_t got = encoder(c.x);
       if (got != c.want) {
@@ -248,8 +253,7 @@ TEST(Formats, MidpointsRoundToNearestEven) {
                     [&](float x) { return encode_e5m2(x, overflow); });
   }
   check_midpoints("e2m1", finite_non_negative(16, expected_e2m1), 0x8, [](float x) { return encode_e2m1(x); });
-  check_midpoints("ue4m3", finite_non_negative(128, expected_ue4m3), 0,
-                  [](float x) { return encode_ue4m3(x); });
+  check_midpoints("ue4m3", finite_non_negative(128, expected_ue4m3), 0, [](float x) { return encode_ue4m3(x); });
   check_midpoints("f16", finite_non_negative(65536, expected_f16), 0x8000, [](float x) { return encode_f16(x); });
   check_midpoints("bf16", finite_non_negative(65536, expected_bf16), 0x8000, [](float x) { return encode_bf16(x); });
 }
@@ -257,21 +261,21 @@ TEST(Formats, MidpointsRoundToNearestEven) {
 TEST(Formats, SubnormalsByHand) {
   // e4m3 subnormals are m * 2^-9.
   EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -9)), 0x01);
-  EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -10)), 0x00);        // half the smallest: tie to even 0
-  EXPECT_EQ(encode_e4m3(std::ldexp(1.5f, -10)), 0x01);        // 0.75 of the smallest: nearer to it
-  EXPECT_EQ(encode_e4m3(std::ldexp(3.0f, -10)), 0x02);        // 1.5 * 2^-9: tie between codes 1 and 2
-  EXPECT_EQ(encode_e4m3(std::ldexp(15.0f, -10)), 0x08);       // 7.5 * 2^-9: tie, 0x07 is odd -> 2^-6
-  EXPECT_EQ(encode_e4m3(-std::ldexp(1.0f, -11)), 0x80);       // rounds to -0
-  EXPECT_EQ(encode_e4m3(bits_float(0x00000001u)), 0x00);      // an fp32 subnormal
+  EXPECT_EQ(encode_e4m3(std::ldexp(1.0f, -10)), 0x00);    // half the smallest: tie to even 0
+  EXPECT_EQ(encode_e4m3(std::ldexp(1.5f, -10)), 0x01);    // 0.75 of the smallest: nearer to it
+  EXPECT_EQ(encode_e4m3(std::ldexp(3.0f, -10)), 0x02);    // 1.5 * 2^-9: tie between codes 1 and 2
+  EXPECT_EQ(encode_e4m3(std::ldexp(15.0f, -10)), 0x08);   // 7.5 * 2^-9: tie, 0x07 is odd -> 2^-6
+  EXPECT_EQ(encode_e4m3(-std::ldexp(1.0f, -11)), 0x80);   // rounds to -0
+  EXPECT_EQ(encode_e4m3(bits_float(0x00000001u)), 0x00);  // an fp32 subnormal
   EXPECT_EQ(encode_e4m3(bits_float(0x80000001u)), 0x80);
   // e5m2 subnormals are m * 2^-16.
   EXPECT_EQ(encode_e5m2(std::ldexp(1.0f, -16)), 0x01);
-  EXPECT_EQ(encode_e5m2(std::ldexp(3.0f, -17)), 0x02);        // tie between codes 1 and 2
+  EXPECT_EQ(encode_e5m2(std::ldexp(3.0f, -17)), 0x02);  // tie between codes 1 and 2
   EXPECT_EQ(encode_e5m2(std::ldexp(1.0f, -17)), 0x00);
   // e2m1: 0.5 is the only subnormal.
   EXPECT_EQ(encode_e2m1(0.25f), 0x0);
   EXPECT_EQ(encode_e2m1(0.26f), 0x1);
-  EXPECT_EQ(encode_e2m1(0.75f), 0x2);                         // tie between 0.5 and 1: code 2 is even
+  EXPECT_EQ(encode_e2m1(0.75f), 0x2);  // tie between 0.5 and 1: code 2 is even
   EXPECT_EQ(encode_e2m1(-0.1f), 0x8);
   // f16 subnormals are m * 2^-24; bf16 ones m * 2^-133.
   EXPECT_EQ(encode_f16(std::ldexp(1.0f, -24)), 0x0001);
@@ -336,20 +340,20 @@ TEST(Formats, Ue8m0RoundingModes) {
   };
   const Case cases[] = {
       {1.0f, 127, 127, 127},
-      {1.5f, 127, 128, 128},                       // the arithmetic midpoint of 1 and 2 rounds up
+      {1.5f, 127, 128, 128},  // the arithmetic midpoint of 1 and 2 rounds up
       {std::nextafter(1.5f, 0.0f), 127, 128, 127},
       {1.25f, 127, 128, 127},
       {0.75f, 126, 127, 127},
       {3.0f, 128, 129, 129},
-      {-4.0f, 129, 129, 129},                      // |x|
+      {-4.0f, 129, 129, 129},  // |x|
       {0.0f, 0, 0, 0},
-      {bits_float(0x00400000u), 0, 0, 0},          // 2^-127, an fp32 subnormal: code 0 exactly
-      {bits_float(0x00600000u), 0, 1, 1},          // 1.5 * 2^-127
-      {bits_float(0x00500000u), 0, 1, 0},          // 1.25 * 2^-127
-      {std::ldexp(1.0f, -130), 0, 0, 0},           // below 2^-127: clamped to code 0
+      {bits_float(0x00400000u), 0, 0, 0},  // 2^-127, an fp32 subnormal: code 0 exactly
+      {bits_float(0x00600000u), 0, 1, 1},  // 1.5 * 2^-127
+      {bits_float(0x00500000u), 0, 1, 0},  // 1.25 * 2^-127
+      {std::ldexp(1.0f, -130), 0, 0, 0},   // below 2^-127: clamped to code 0
       {bits_float(0x00000001u), 0, 0, 0},
       {std::ldexp(1.0f, 127), 254, 254, 254},
-      {std::ldexp(1.5f, 127), 254, 254, 254},      // 2^128 does not exist: clamped to 254
+      {std::ldexp(1.5f, 127), 254, 254, 254},  // 2^128 does not exist: clamped to 254
       {std::numeric_limits<float>::max(), 254, 254, 254},
   };
   for (const Case& c : cases) {
@@ -572,8 +576,8 @@ TEST(Json, ParsesValidDocument) {
   ASSERT_TRUE(s.ok()) << s.message;
   ASSERT_TRUE(v.is_object());
   ASSERT_EQ(v.object.size(), 5u);
-  EXPECT_EQ(v.object[0].first, "a");  // document order
-  EXPECT_EQ(v.object[4].first, "empty_array");
+  EXPECT_EQ(v.object[0].key, "a");  // document order
+  EXPECT_EQ(v.object[4].key, "empty_array");
   const json::Value* a = v.find("a");
   ASSERT_TRUE(a && a->is_array());
   const double numbers[] = {1, -2.5, 300, 0, -0.0, 0.01, 5, 123456789012.0};

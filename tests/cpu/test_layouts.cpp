@@ -25,13 +25,25 @@ TEST(Layouts, Blocked128x4ByHand) {
   const struct {
     std::int64_t row, col, cols, offset;
   } cases[] = {
-      {0, 0, 6, 0},       {0, 1, 6, 1},        {0, 3, 6, 3},           {1, 0, 6, 16},
-      {31, 0, 6, 496},    {32, 0, 6, 4},       {33, 2, 6, 16 + 4 + 2}, {127, 3, 6, 496 + 12 + 3},
-      {0, 4, 6, 512},     {5, 5, 6, 512 + 80 + 1},                     {128, 0, 6, 1024},
-      {130, 5, 6, 1024 + 512 + 32 + 1},                                {200, 7, 6, 1024 + 512 + 128 + 8 + 3},
-      {255, 5, 6, 1024 + 512 + 496 + 12 + 1},                          {256, 0, 6, 2048},
+      {0, 0, 6, 0},
+      {0, 1, 6, 1},
+      {0, 3, 6, 3},
+      {1, 0, 6, 16},
+      {31, 0, 6, 496},
+      {32, 0, 6, 4},
+      {33, 2, 6, 16 + 4 + 2},
+      {127, 3, 6, 496 + 12 + 3},
+      {0, 4, 6, 512},
+      {5, 5, 6, 512 + 80 + 1},
+      {128, 0, 6, 1024},
+      {130, 5, 6, 1024 + 512 + 32 + 1},
+      {200, 7, 6, 1024 + 512 + 128 + 8 + 3},
+      {255, 5, 6, 1024 + 512 + 496 + 12 + 1},
+      {256, 0, 6, 2048},
       // 9 columns pad to 12: three atoms per 128 rows.
-      {130, 8, 9, 1536 + 1024 + 32}, {64, 5, 9, 512 + 8 + 1},          {300, 2, 9, 3072 + 192 + 4 + 2},
+      {130, 8, 9, 1536 + 1024 + 32},
+      {64, 5, 9, 512 + 8 + 1},
+      {300, 2, 9, 3072 + 192 + 4 + 2},
       // 4 columns: no padding, one atom per 128 rows.
       {129, 3, 4, 512 + 16 + 3},
   };
@@ -50,9 +62,9 @@ std::vector<std::pair<std::int64_t, std::int64_t>> torchao_to_blocked(std::int64
   std::vector<std::pair<std::int64_t, std::int64_t>> flat;
   for (std::int64_t row_block = 0; row_block < rows / 128; ++row_block)
     for (std::int64_t col_block = 0; col_block < cols / 4; ++col_block)
-      for (std::int64_t b = 0; b < 32; ++b)      // the (32) axis, first after the swap
-        for (std::int64_t a = 0; a < 4; ++a)     // the (4) axis that held row / 32
-          for (std::int64_t c = 0; c < 4; ++c)   // the column inside the block
+      for (std::int64_t b = 0; b < 32; ++b)     // the (32) axis, first after the swap
+        for (std::int64_t a = 0; a < 4; ++a)    // the (4) axis that held row / 32
+          for (std::int64_t c = 0; c < 4; ++c)  // the column inside the block
             flat.emplace_back(row_block * 128 + a * 32 + b, col_block * 4 + c);
   return flat;
 }
@@ -123,10 +135,18 @@ TEST(Layouts, ScaleMatrixShapes) {
     Recipe recipe;
     std::int64_t k, cols;
   } columns[] = {
-      {Recipe::mxfp8, 1, 1},          {Recipe::mxfp8, 32, 1},           {Recipe::mxfp8, 33, 2},
-      {Recipe::mxfp8, 7168, 224},     {Recipe::mxfp4, 2880, 90},        {Recipe::mxfp4, 2881, 91},
-      {Recipe::nvfp4, 16, 1},         {Recipe::nvfp4, 17, 2},           {Recipe::nvfp4, 4096, 256},
-      {Recipe::fp8_block128, 128, 1}, {Recipe::fp8_block128, 129, 2},   {Recipe::fp8_block128, 7168, 56},
+      {Recipe::mxfp8, 1, 1},
+      {Recipe::mxfp8, 32, 1},
+      {Recipe::mxfp8, 33, 2},
+      {Recipe::mxfp8, 7168, 224},
+      {Recipe::mxfp4, 2880, 90},
+      {Recipe::mxfp4, 2881, 91},
+      {Recipe::nvfp4, 16, 1},
+      {Recipe::nvfp4, 17, 2},
+      {Recipe::nvfp4, 4096, 256},
+      {Recipe::fp8_block128, 128, 1},
+      {Recipe::fp8_block128, 129, 2},
+      {Recipe::fp8_block128, 7168, 56},
       {Recipe::fp8_block128, 2880, 23},  // gpt-oss: 22.5 blocks, the last one half full
   };
   for (const auto& c : columns) EXPECT_EQ(scale_cols(c.recipe, c.k), c.cols) << to_string(c.recipe) << " k " << c.k;
@@ -211,7 +231,8 @@ Copy quantize_copy(const std::vector<float>& x, std::int64_t rows, std::int64_t 
 std::uint32_t scale_bits(const Copy& c, std::int64_t row, std::int64_t col) {
   const std::int64_t cols = scale_cols(c.operand.type.recipe, c.operand.k);
   const std::int64_t rows = scale_rows(c.operand.type.recipe, c.operand.which, c.operand.rows);
-  const std::int64_t ld = c.operand.scale_ld ? c.operand.scale_ld : default_scale_ld(c.operand.type.scale_layout, rows, cols);
+  const std::int64_t ld =
+      c.operand.scale_ld ? c.operand.scale_ld : default_scale_ld(c.operand.type.scale_layout, rows, cols);
   const std::int64_t index = scale_offset(c.operand.type.scale_layout, row, col, cols, ld);
   if (c.operand.type.scale != DataType::f32) return c.scales[static_cast<std::size_t>(index)];
   std::uint32_t bits;
@@ -240,8 +261,9 @@ TEST(Layouts, QuantizeRoundTripIsTheSameInEveryLayoutAndMajor) {
   e5m2.element = DataType::e5m2;
   OperandType block_ue8m0 = make_operand_type(Recipe::fp8_block128);
   block_ue8m0.scale = DataType::ue8m0;
-  const OperandType types[] = {make_operand_type(Recipe::mxfp8), e5m2, make_operand_type(Recipe::mxfp4),
-                               make_operand_type(Recipe::nvfp4), make_operand_type(Recipe::fp8_block128), block_ue8m0};
+  const OperandType types[] = {make_operand_type(Recipe::mxfp8),        e5m2,
+                               make_operand_type(Recipe::mxfp4),        make_operand_type(Recipe::nvfp4),
+                               make_operand_type(Recipe::fp8_block128), block_ue8m0};
   const LayoutCase layouts[] = {{ScaleLayout::linear, 0},
                                 {ScaleLayout::linear, 3},
                                 {ScaleLayout::blocked_128x4, 0},
@@ -262,8 +284,8 @@ TEST(Layouts, QuantizeRoundTripIsTheSameInEveryLayoutAndMajor) {
         for (const LayoutCase& layout : layouts) {
           const Copy copy = quantize_copy(x, rows, k, type, which, major, layout);
           const std::string where = name + ", layout " + to_string(layout.layout) + " +" +
-                                    std::to_string(layout.extra_scale_ld) + (major.k_major ? ", k-major +" : ", mn-major +") +
-                                    std::to_string(major.extra_ld);
+                                    std::to_string(layout.extra_scale_ld) +
+                                    (major.k_major ? ", k-major +" : ", mn-major +") + std::to_string(major.extra_ld);
           EXPECT_EQ(copy.global_scale, reference.global_scale) << where;
           // Same scales at every (row, col) and same element codes at every (row, k) ...
           int mismatches = 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -234,6 +235,64 @@ TEST(Quantize, MxClampsTinyAmax) {
   EXPECT_EQ(t.scale_code(0, 1), 0);
   EXPECT_EQ(t.code(0, 32), 0x70);  // 128 = 2^7
   EXPECT_EQ(t.dequantized()[32], std::ldexp(1.0f, -120));
+}
+
+TEST(Quantize, ElementsEncodeLikeTheCodecs) {
+  // With an MX block scale of exactly 2^0 the quantizer encodes x itself, so its element codes must
+  // be the saturating codecs' (formats.hpp, tested exhaustively in test_formats). Each row is a
+  // block whose first value pins the amax into [2^emax, 2^(emax+1)); the rest are every
+  // representable value, every midpoint and the floats beside both, with both signs, and random
+  // floats of every exponent below 2^(emax+1), fp32 subnormals included.
+  struct Format {
+    OperandType type;
+    float pin;  // 2^emax
+    std::uint8_t (*codec)(float);
+  };
+  const Format formats[] = {
+      {kMxE4m3, 256.0f, [](float v) { return encode_e4m3(v, Overflow::saturate); }},
+      {kMxE5m2, 32768.0f, [](float v) { return encode_e5m2(v, Overflow::saturate); }},
+      {kMxfp4, 4.0f, [](float v) { return encode_e2m1(v); }},
+  };
+  std::mt19937 rng(99);
+  for (const Format& f : formats) {
+    const int codes = f.type.element == DataType::e2m1 ? 8 : 128;
+    const float limit = 2.0f * f.pin;
+    std::vector<float> values;
+    float previous = 0.0f;
+    for (int c = 0; c < codes; ++c) {
+      const float v = decode(f.type.element, static_cast<std::uint8_t>(c));
+      if (!std::isfinite(v)) continue;
+      const float mid = (previous + v) / 2;
+      for (const float w : {v, std::nextafter(v, 0.0f), std::nextafter(v, kInf), mid, std::nextafter(mid, 0.0f),
+                            std::nextafter(mid, kInf)}) {
+        if (w < limit) values.insert(values.end(), {w, -w});
+      }
+      previous = v;
+    }
+    for (const float w : {previous * 1.01f, std::nextafter(limit, 0.0f)}) values.insert(values.end(), {w, -w});
+    for (int i = 0; i < 20000; ++i) {
+      const std::uint32_t bits = static_cast<std::uint32_t>(rng()) & 0x807FFFFFu;
+      const std::uint32_t exponent = static_cast<std::uint32_t>(rng() % (127 + std::ilogb(f.pin) + 1));
+      values.push_back(std::bit_cast<float>(bits | (exponent << 23)));  // exponent field 0 = subnormal
+    }
+    const std::int64_t rows = static_cast<std::int64_t>((values.size() + 30) / 31);
+    std::vector<float> x(static_cast<std::size_t>(rows * 32), 0.0f);
+    for (std::int64_t r = 0; r < rows; ++r) x[static_cast<std::size_t>(r * 32)] = f.pin;
+    for (std::size_t i = 0; i < values.size(); ++i) x[(i / 31) * 32 + 1 + i % 31] = values[i];
+    Target t(f.type, Operand::a, rows, 32);
+    ASSERT_TRUE(quantize(x.data(), 32, t.operand).ok());
+    int mismatches = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(t.scale_code(r, 0), 127) << "row " << r;
+      for (std::int64_t i = 0; i < 32; ++i) {
+        const float v = x[static_cast<std::size_t>(r * 32 + i)];
+        if (t.code(r, i) != f.codec(v) && ++mismatches <= 5)
+          ADD_FAILURE() << to_string(f.type.element) << ": " << v << " -> " << int(t.code(r, i)) << ", codec "
+                        << int(f.codec(v));
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
 }
 
 // ---- NVFP4 -------------------------------------------------------------------------------------
@@ -719,7 +778,8 @@ double rule_scale(const OperandType& type, Ue8m0Rounding rounding, double amax, 
       shared = std::clamp(shared, -127, 127);
       return std::ldexp(1.0, shared);
     }
-    case Recipe::nvfp4: return static_cast<double>(decode_ue4m3(encode_ue4m3(static_cast<float>(amax) / (6.0f * s_g)))) * s_g;
+    case Recipe::nvfp4:
+      return static_cast<double>(decode_ue4m3(encode_ue4m3(static_cast<float>(amax) / (6.0f * s_g)))) * s_g;
     case Recipe::fp8_block128: {
       const float clamped = std::max(static_cast<float>(amax), 1e-10f);
       if (type.scale == DataType::f32) return clamped / 448.0f;
@@ -750,7 +810,8 @@ TEST(Quantize, DequantizedValuesAreWithinHalfAStep) {
     const std::int64_t rows = config.which == Operand::b && config.type.recipe == Recipe::fp8_block128 ? 150 : 37;
     const std::int64_t k = 300;  // 9 full MX blocks + 12, 18 nvfp4 blocks + 12, 2 block128 blocks + 44
     const std::int64_t block = block_k(config.type.recipe);
-    const std::int64_t rows_per_scale = config.which == Operand::b && config.type.recipe == Recipe::fp8_block128 ? 128 : 1;
+    const std::int64_t rows_per_scale =
+        config.which == Operand::b && config.type.recipe == Recipe::fp8_block128 ? 128 : 1;
     // Each (row, block) gets its own magnitude, so the scales span a wide range; some values are 0.
     // nvfp4's block scales are relative to the tensor amax and ue4m3 spans only 2^17, so its
     // magnitudes stay within 2^+-5 to keep most blocks clear of the subnormal scales.
@@ -804,8 +865,8 @@ TEST(Quantize, DequantizedValuesAreWithinHalfAStep) {
             double bound = scale * (half_step(f, std::min(e, f.max)) + std::max(0.0, e - f.max));
             if (fp32_arithmetic) bound += std::ldexp(std::fabs(xv) + scale * f.max, -21);
             if (!(std::fabs(yv - xv) <= bound) && ++failures <= 5)
-              ADD_FAILURE() << to_string(config.type.recipe) << "/" << to_string(config.type.element) << " ("
-                            << r << ", " << i << "): x " << xv << " -> " << yv << ", bound " << bound;
+              ADD_FAILURE() << to_string(config.type.recipe) << "/" << to_string(config.type.element) << " (" << r
+                            << ", " << i << "): x " << xv << " -> " << yv << ", bound " << bound;
           }
         }
       }

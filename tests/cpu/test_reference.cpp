@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <ostream>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,10 @@ constexpr double kExpected2x3x4[2][3] = {{-1.5, 66.0, -3.875}, {-2.75, -10.0, -6
 struct Majors {
   Major a, b, d;
 };
+
+void PrintTo(const Majors& m, std::ostream* os) {
+  *os << "A " << to_string(m.a) << "-major, B " << to_string(m.b) << "-major, D " << to_string(m.d) << "-major";
+}
 
 class ReferenceMajors : public ::testing::TestWithParam<Majors> {};
 
@@ -387,6 +392,11 @@ struct MoeCase {
   bool offsets_start_with_zero;
 };
 
+void PrintTo(const MoeCase& c, std::ostream* os) {
+  *os << to_string(c.layout) << ", " << to_string(c.recipe) << ", A " << to_string(c.a_major) << "-major, SFA "
+      << to_string(c.sfa_layout);
+}
+
 class ReferenceMoeForms : public ::testing::TestWithParam<MoeCase> {};
 
 TEST_P(ReferenceMoeForms, AgreeWithPointerArray) {
@@ -416,6 +426,20 @@ TEST_P(ReferenceMoeForms, AgreeWithPointerArray) {
   const Status created = testing::HostWorkload::create(spec, &workload);
   ASSERT_TRUE(created.ok()) << created.message;
   const GemmArguments& moe_args = workload.args();
+  // equivalent_pointer_array() reads every stride from the arguments: padded strides are explicit.
+  const MoeGroups& moe = moe_args.moe;
+  for (const std::int64_t stride : {moe.lda, moe.ldb, moe.ldc, moe.ldd, moe.batch_stride_b, moe.sfb_batch_stride}) {
+    ASSERT_NE(stride, 0);
+  }
+  if (c.layout == GroupLayout::masked) {
+    for (const std::int64_t stride :
+         {moe.batch_stride_a, moe.batch_stride_c, moe.batch_stride_d, moe.sfa_batch_stride}) {
+      ASSERT_NE(stride, 0);
+    }
+  }
+  if (c.sfa_layout != ScaleLayout::blocked_128x4) {
+    ASSERT_NE(moe.sfa_ld, 0);
+  }
 
   std::vector<GroupProblem> groups = equivalent_pointer_array(spec, moe_args);
   GemmArguments pointer_args = moe_args;

@@ -107,6 +107,9 @@ void expect_untouched(const HostWorkload& w) {
 RunResult run_and_check(const std::string& variant, const WorkloadSpec& spec, MemoryLocation descriptions,
                         RunOptions options = {}) {
   options.backend = Backend::cuda;
+  // Said before the run, so that a log cut short by a hang still names the case.
+  std::cout << "run " << variant << " " << to_string(spec.layout) << " " << to_string(spec.d_type) << " seed " << spec.seed
+            << std::endl;
   RunResult r;
   const Status created = HostWorkload::create(spec, &r.host);
   EXPECT_TRUE(created.ok()) << created.message;

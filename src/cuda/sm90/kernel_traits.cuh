@@ -18,8 +18,14 @@ inline constexpr int kThreadsPerWarpgroup = 128;
 inline constexpr int kKernelThreads = 3 * kThreadsPerWarpgroup;
 inline constexpr int kBlockK = 128;               // K per stage: one 128-byte swizzled row of FP8
 inline constexpr int kScaleLoaderWarps = 3;       // warps 1-3 of the producer warpgroup
-inline constexpr int kProducerRegisters = 112;    // setmaxnreg targets: 128 * 112 + 256 * 200 = 65536
-inline constexpr int kConsumerRegisters = 200;
+// Registers per thread at launch: __launch_bounds__(384, 1) lets ptxas use 65536 / 384 rounded down to
+// a multiple of 8. setmaxnreg then moves registers from the producer warpgroup to the consumers; the
+// total may not exceed what the CTA was launched with, or setmaxnreg.inc waits forever.
+inline constexpr int kLaunchRegisters = 65536 / kKernelThreads / 8 * 8;
+inline constexpr int kProducerRegisters = 112;
+inline constexpr int kConsumerRegisters = 192;
+static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters,
+              "setmaxnreg would ask for more registers than the CTA holds");
 inline constexpr std::size_t kSharedMemoryLimit = 232448;  // sm_90 opt-in maximum per block
 inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keeps float4 reads conflict-free
 
@@ -59,13 +65,15 @@ struct Fp8KernelTraits {
   }();
   static_assert(kStages >= 3, "tile too large for a useful pipeline");
 
+  // The scale and staging arrays are read as float2 / float4: keep each 16-byte aligned whatever the
+  // sizes before it.
   struct SharedStorage {
     Stage stages[kStages];
-    float sfa[kStages][kScaleSteps][BlockM];
-    float sfb[kStages][kSfbPerStage];
-    float epilogue[2][64][kEpiloguePitch];
-    std::uint64_t full[kStages];
-    std::uint64_t empty[kStages];
+    alignas(16) float sfa[kStages][kScaleSteps][BlockM];
+    alignas(16) float sfb[kStages][kSfbPerStage];
+    alignas(16) float epilogue[2][64][kEpiloguePitch];
+    alignas(8) std::uint64_t full[kStages];
+    alignas(8) std::uint64_t empty[kStages];
   };
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
   static_assert(kSharedBytes <= kSharedMemoryLimit);
