@@ -63,9 +63,10 @@ struct CheckReport {
 CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expected, const CheckOptions& options = {});
 
 // The default bound of check_output for these arguments: the output type's rounding (2^-8 for
-// bf16, 2^-10 for f16, twice their unit roundoff; 0 for f32) plus an accumulation allowance of
-// 2^-12, which the GPU's FP8 tensor-core accumulation with promotion to fp32 stays under (README
-// "Accuracy"). The CPU back end's fp32 accumulation is far tighter (K * 2^-24 at worst).
+// bf16, 2^-10 for f16, twice their unit roundoff; 0 for f32) plus an accumulation allowance that the
+// GPU's FP8 tensor-core accumulation with promotion to fp32 stays under (README "Accuracy"): 2^-10
+// when a 128-deep fp8-block128 block is accumulated in the tensor cores, 2^-12 for the 32-deep MX
+// blocks. The CPU back end's fp32 accumulation is far tighter (K * 2^-24 at worst).
 double default_tolerance(const GemmArguments& args);
 
 }  // namespace bsgemm

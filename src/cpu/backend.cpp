@@ -18,6 +18,8 @@
 //   5. Epilogue: alpha * sum + beta * C in fp32, rounded to D's type by store_value (RNE). Only
 //      the group's own rows are written: rows of a contiguous D outside every group, and rows of
 //      a masked group at or past masked_m, are never touched.
+//   Threads: up to the number asked for, but no more than one per kMultiplyAddsPerWorker of work,
+//   so that a tiny call does not pay for starting threads it cannot use.
 //
 // The micro-kernel is plain C++ that the compiler vectorizes. Its register tile depends on the
 // instruction set (32 vector registers of 16 floats with AVX-512, 16 of 8 with AVX2), so the
@@ -128,9 +130,9 @@ constexpr std::int64_t kChunkK = 256;
 constexpr std::int64_t kPanelBudgetFloats = std::int64_t{16} << 20;
 // Decoded elements per decode task: enough to outweigh the hand-out, few enough to balance.
 constexpr std::int64_t kDecodeTaskFloats = std::int64_t{1} << 15;
-// Multiply-adds that justify one more worker thread: 2^24 take about 0.1 ms on one core, well above
+// Multiply-adds that justify one more worker thread: 2^22 take some 30 us on one core, a few times
 // what starting a thread costs, so small calls run on fewer threads (or only the caller's).
-constexpr double kMultiplyAddsPerWorker = 0x1p24;
+constexpr double kMultiplyAddsPerWorker = 0x1p22;
 
 // fp32 value of every code of an element format (256 entries; e2m1 uses the first 16).
 struct DecodeTable {
@@ -444,7 +446,7 @@ Status run(const GemmArguments& args, int threads) {
     for (const Wave& wave : waves) panel_floats = std::max(panel_floats, wave.floats);
     const AlignedFloats panels(panel_floats);
     double multiply_adds = 0;
-    for (const core::ResolvedGroup& g : groups) multiply_adds += double{g.l} * g.m * g.n * g.k;
+    for (const core::ResolvedGroup& g : groups) multiply_adds += static_cast<double>(g.l) * g.m * g.n * g.k;
     const int workers = static_cast<int>(
         std::clamp(multiply_adds / kMultiplyAddsPerWorker, 1.0, static_cast<double>(resolve_thread_count(threads))));
     std::vector<AlignedFloats> sums;

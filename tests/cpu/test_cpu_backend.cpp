@@ -265,7 +265,7 @@ std::vector<BackendCase> backend_cases() {
     std::vector<GroupShape> groups, moe_groups;
     for (int g = 0; g < 64; ++g) {
       groups.push_back({(g * 37) % 23, 8 + (g * 7) % 41, 32 * (1 + g % 3) + (g % 2) * 16, 1});
-      moe_groups.push_back({(g * 13) % 19, 40, 64, 1});
+      moe_groups.push_back({(g * 13) % 19, 128, 192, 1});
     }
     add("many_groups_mxfp8", base_spec(Recipe::mxfp8, Recipe::mxfp8, groups));
     add("many_groups_nvfp4_one_thread", base_spec(Recipe::nvfp4, Recipe::nvfp4, groups), 1);

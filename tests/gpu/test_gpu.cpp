@@ -203,9 +203,9 @@ TEST(GpuShapes, ManyGroups) {
   }
   std::uint64_t seed = 4000;
   for (const RecipeVariant& v : recipe_variants()) {
-    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 128, 256), ++seed),
+    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
                   MemoryLocation::device);
-    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 128, 256), ++seed);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 64, 160), ++seed);
     masked.moe_rows = 48;
     run_and_check(v.name, masked, MemoryLocation::host);
   }
@@ -215,7 +215,7 @@ TEST(GpuShapes, OneHugeGroup) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 5000;
   for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[2]})
-    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{8192, 512, 512, 1}}, ++seed),
+    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{8192, 256, 320, 1}}, ++seed),
                   MemoryLocation::host);
 }
 
@@ -265,7 +265,7 @@ TEST(GpuTiles, EveryTileShape) {
       RunOptions o;
       o.tile_m = tile.first;
       o.tile_n = tile.second;
-      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 520, 384), ++seed),
+      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
                     MemoryLocation::device, o);
     }
 }
