@@ -533,13 +533,23 @@ TEST_F(CheckOutput, RejectsExpectedValuesOfTheWrongShape) {
 }
 
 TEST(DefaultTolerance, IsOutputRoundingPlusAccumulation) {
+  // Output rounding: bf16 2^-8, f16 2^-10, f32 0. Accumulation: 2^-12 for the MX and nvfp4 blocks,
+  // 2^-10 when either operand is fp8-block128 (128-deep tensor-core blocks).
   GemmArguments args;
+  args.a_type = args.b_type = make_operand_type(Recipe::mxfp8);
   args.d_type = DataType::bf16;
   EXPECT_EQ(default_tolerance(args), 0x1p-8 + 0x1p-12);
   args.d_type = DataType::f16;
   EXPECT_EQ(default_tolerance(args), 0x1p-10 + 0x1p-12);
   args.d_type = DataType::f32;
   EXPECT_EQ(default_tolerance(args), 0x1p-12);
+  args.a_type = args.b_type = make_operand_type(Recipe::nvfp4);
+  EXPECT_EQ(default_tolerance(args), 0x1p-12);
+  args.a_type = args.b_type = make_operand_type(Recipe::fp8_block128);
+  EXPECT_EQ(default_tolerance(args), 0x1p-10);
+  args.b_type = make_operand_type(Recipe::nvfp4);
+  args.d_type = DataType::bf16;
+  EXPECT_EQ(default_tolerance(args), 0x1p-8 + 0x1p-10);
 }
 
 }  // namespace
