@@ -70,7 +70,10 @@ if want gpu-tests && [ $SMOKE_OK = 1 ]; then
   # once, since the fp64 reference on the CPU is most of their time.
   step gpu-tests 300 ctest --test-dir build -R "^Gpu" --timeout 120 -j 8 -V
   note "gpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
-  grep -E "max_rel_err|FAIL|Failed" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | sort | uniq >"$OUT/gpu-findings.txt"
+  # The largest normalised error seen per recipe variant and output type (README "Accuracy").
+  sed -n 's/^[0-9]*: max_rel_err \(.*\) \([^ ]*\)$/\1 \2/p' "$OUT/gpu-tests.log" |
+    awk '{v=$NF; $NF=""; if (!($0 in m) || v+0 > m[$0]+0) m[$0]=v} END {for (k in m) print k m[k]}' | sort >"$OUT/error-bounds.txt"
+  grep -E "FAIL|Failed" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | sort | uniq >"$OUT/gpu-findings.txt"
 fi
 
 if want tool && [ $SMOKE_OK = 1 ]; then
@@ -95,6 +98,9 @@ if want bench && [ $SMOKE_OK = 1 ]; then
     --recipes fp8-block128,mxfp8 --layouts masked --check --json "$OUT/bench-masked.json"
   python3 -c 'import json,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:]), []), indent=1))' \
     "$OUT/bench-contiguous.json" "$OUT/bench-masked.json" >"$OUT/bench.json"
+  # DeepSeek's MN-major fp32 scales for A (the layout its quantizers write), for comparison.
+  step bench-mn-major 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill --backend cuda \
+    --recipes fp8-block128 --scale-layout mn-major --json "$OUT/bench-mn-major.json"
   step peers 300 env PYTHONUNBUFFERED=1 python3 .shared/bench/peers.py --cases .shared/bench/cases.json --json "$OUT/peers.json"
   python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" --gpu "$(head -2 "$OUT/gpu.txt" | tail -1)" >"$OUT/h200.md" 2>"$OUT/compare.err"
   note "bench table: $OUT/h200.md"
@@ -114,6 +120,11 @@ if want cpu-tests; then
   note "cpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
 fi
 
+# At most a few files come back from the device: the tables, and everything else in one archive.
+printf '%s\n' "${SUMMARY[@]}" >"$OUT/summary.txt"
+(cd "$OUT" && tar czf logs.tar.gz --exclude=logs.tar.gz --exclude=sass.txt ./*.log ./*.txt ./*.json 2>/dev/null &&
+  find . -maxdepth 1 -type f ! -name logs.tar.gz ! -name summary.txt ! -name h200.md ! -name bench.json \
+    ! -name peers.json ! -name error-bounds.txt -delete)
 echo
 echo "==================== summary ===================="
 printf '%s\n' "${SUMMARY[@]}"

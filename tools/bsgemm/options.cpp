@@ -214,7 +214,7 @@ constexpr OptionSpec kRunOptions[] = {
     {"beta", "X", "beta of every group (default 0; nonzero draws C and reads it)"},
     {"padded-strides", "", "use leading dimensions and batch strides larger than needed"},
     {"tolerance", "X", "bound on check_output's normalised error (default: the output type's bound)"},
-    {"ref", "MODE", "expected values: exact (fp64 reference), fast (CPU back end, fp32 output) or auto (default)"},
+    {"ref", "MODE", "expected values: exact (fp64 reference), fast (CPU back end, fp32 output) or auto (default: exact when\n                                  small); runs on the cpu back end always use the fp64 reference"},
     {"skip-ref-check", "", "do not check the result"},
     {"warmup-iterations", "N", "untimed runs before timing (default 0)"},
     {"iterations", "N", "timed runs; the median is reported (default 1; 0 skips timing)"},
