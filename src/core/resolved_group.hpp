@@ -114,18 +114,25 @@ BSGEMM_HD inline void fill_defaults(const CallSpec& s, ResolvedGroup& g) {
   g.sfb.batch_stride = or_default(g.sfb.batch_stride, dense_scale_batch_stride(s.b_type.scale_layout, b_rows, b_cols, g.sfb.ld));
 }
 
-BSGEMM_HD inline ResolvedGroup resolve_pointer_array(const CallSpec& s, const GroupProblem& p) {
-  ResolvedGroup g;
-  g.m = p.m;
-  g.n = p.n;
-  g.k = p.k;
-  g.l = p.l;
+// The pointers and strides of a description that names them like GroupProblem and MoeGroups do
+// (a, lda, batch_stride_a, ..., sfb_batch_stride), with C dropped unless the call reads it.
+template <class Description>
+BSGEMM_HD inline void copy_tensors(const CallSpec& s, const Description& p, ResolvedGroup& g) {
   g.a = {p.a, p.lda, p.batch_stride_a};
   g.b = {p.b, p.ldb, p.batch_stride_b};
   g.c = {s.has_c ? p.c : nullptr, p.ldc, p.batch_stride_c};
   g.d = {p.d, p.ldd, p.batch_stride_d};
   g.sfa = {p.sfa, p.sfa_ld, p.sfa_batch_stride};
   g.sfb = {p.sfb, p.sfb_ld, p.sfb_batch_stride};
+}
+
+BSGEMM_HD inline ResolvedGroup resolve_pointer_array(const CallSpec& s, const GroupProblem& p) {
+  ResolvedGroup g;
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.l = p.l;
+  copy_tensors(s, p, g);
   g.alpha = p.alpha;
   g.beta = s.has_c ? p.beta : 0.0f;
   fill_defaults(s, g);
@@ -140,12 +147,7 @@ BSGEMM_HD inline ResolvedGroup resolve_moe_whole(const CallSpec& s, const MoeGro
   g.n = p.n;
   g.k = p.k;
   g.l = 1;
-  g.a = {p.a, p.lda, p.batch_stride_a};
-  g.b = {p.b, p.ldb, p.batch_stride_b};
-  g.c = {s.has_c ? p.c : nullptr, p.ldc, p.batch_stride_c};
-  g.d = {p.d, p.ldd, p.batch_stride_d};
-  g.sfa = {p.sfa, p.sfa_ld, p.sfa_batch_stride};
-  g.sfb = {p.sfb, p.sfb_ld, p.sfb_batch_stride};
+  copy_tensors(s, p, g);
   g.alpha = p.alpha_value;
   g.beta = s.has_c ? p.beta_value : 0.0f;
   fill_defaults(s, g);
