@@ -34,7 +34,7 @@ bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
 struct RunOptions {
   Backend backend = Backend::automatic;
   int tile_m = 0, tile_n = 0;        // CUDA: output tile per CTA; 0 lets the planner choose
-  int cluster_m = 1, cluster_n = 1;  // CUDA: thread-block cluster shape (TMA multicast)
+  int cluster_m = 1, cluster_n = 1;  // CUDA: thread-block cluster shape; this version runs 1x1 only
   int cpu_threads = 0;               // CPU: worker threads; 0 = all hardware threads
 };
 

@@ -68,9 +68,11 @@ struct GroupProblem {
 //
 // Contiguous: group g owns rows [begin_g, end_g) of A, C, D and of SFA. `offsets` holds either G
 // cumulative end rows (PyTorch's `offs`), or G + 1 prefix sums starting at 0
-// (`offsets_start_with_zero`), as int32 or int64. Any M_g >= 0 is allowed; no padding. With the
-// blocked_128x4 scale layout, each group's SFA block starts at a 128-row boundary: group g's
-// scales begin at row sum_{h<g} round_up(M_h, 128) of the blocked matrix (PyTorch's convention).
+// (`offsets_start_with_zero`), as int32 or int64. Any M_g >= 0 is allowed; no padding of A or D.
+// With the blocked_128x4 scale layout, each group's SFA block starts at a 128-row boundary: group
+// g's scales begin at row sum_{h<g} round_up(M_h, 128) of the blocked matrix (PyTorch's
+// convention), so SFA must hold sum_g round_up(M_g, 128) rows: contiguous_blocked_sfa_rows() is a
+// size that fits every split of `rows` into the groups.
 //
 // Masked: group g owns rows [0, masked_m[g]) of A[g], C[g], D[g] (batch strides *_a, *_c, *_d,
 // sfa_batch_stride); rows beyond masked_m[g] are neither read into D nor written.
@@ -100,6 +102,12 @@ struct MoeGroups {
   float alpha_value = 1.0f;
   float beta_value = 0.0f;
 };
+
+// Rows a blocked_128x4 SFA of the contiguous form needs for any group sizes that sum to at most
+// `rows`: sum_g round_up(M_g, 128) <= rows + 127 * num_groups, rounded up to whole 128-row atoms.
+constexpr std::int64_t contiguous_blocked_sfa_rows(std::int64_t rows, std::int32_t num_groups) {
+  return round_up(rows + 127 * static_cast<std::int64_t>(num_groups), 128);
+}
 
 // Everything a call needs (the user's "Arguments"). Data pointers are host memory for the CPU
 // back end and device memory for the CUDA back end.

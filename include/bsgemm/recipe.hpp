@@ -63,6 +63,48 @@ constexpr OperandType make_operand_type(Recipe r, ScaleLayout layout = ScaleLayo
   return OperandType{r, default_element(r), default_scale(r), layout};
 }
 
+// The element and scale types each recipe holds (the rule every back end and the quantizers apply),
+// and the same as text for messages.
+BSGEMM_HD constexpr bool element_allowed(Recipe r, DataType t) {
+  switch (r) {
+    case Recipe::mxfp8: return t == DataType::e4m3 || t == DataType::e5m2;
+    case Recipe::mxfp4:
+    case Recipe::nvfp4: return t == DataType::e2m1;
+    case Recipe::fp8_block128: return t == DataType::e4m3;
+  }
+  return false;
+}
+
+constexpr const char* allowed_elements(Recipe r) {
+  switch (r) {
+    case Recipe::mxfp8: return "e4m3 or e5m2";
+    case Recipe::mxfp4:
+    case Recipe::nvfp4: return "e2m1";
+    case Recipe::fp8_block128: return "e4m3";
+  }
+  return "";
+}
+
+BSGEMM_HD constexpr bool scale_allowed(Recipe r, DataType t) {
+  switch (r) {
+    case Recipe::mxfp8:
+    case Recipe::mxfp4: return t == DataType::ue8m0;
+    case Recipe::nvfp4: return t == DataType::ue4m3;
+    case Recipe::fp8_block128: return t == DataType::f32 || t == DataType::ue8m0;
+  }
+  return false;
+}
+
+constexpr const char* allowed_scales(Recipe r) {
+  switch (r) {
+    case Recipe::mxfp8:
+    case Recipe::mxfp4: return "ue8m0";
+    case Recipe::nvfp4: return "ue4m3";
+    case Recipe::fp8_block128: return "f32 or ue8m0";
+  }
+  return "";
+}
+
 // Rows of the scale matrix of an operand with `rows` rows (M for A, N for B).
 BSGEMM_HD constexpr std::int64_t scale_rows(Recipe r, Operand which, std::int64_t rows) {
   return (r == Recipe::fp8_block128 && which == Operand::b) ? (rows + 127) / 128 : rows;

@@ -2,11 +2,11 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
-#include <thread>
 
 #include "bsgemm/gemm.hpp"
 #include "src/core/validate.hpp"
 #include "src/cpu/backend.hpp"
+#include "src/cpu/parallel_for.hpp"
 #if defined(BSGEMM_WITH_CUDA)
 #include "src/cuda/cuda_backend.hpp"
 #endif
@@ -59,11 +59,7 @@ Status check_backend(const GemmArguments& args, const RunOptions& options, Backe
   return Status::success();
 }
 
-int cpu_threads(const RunOptions& options) {
-  if (options.cpu_threads > 0) return options.cpu_threads;
-  const unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : static_cast<int>(n);
-}
+int cpu_threads(const RunOptions& options) { return cpu::resolve_thread_count(options.cpu_threads); }
 
 }  // namespace
 

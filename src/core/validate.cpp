@@ -97,46 +97,6 @@ std::string spelled(Enum value) {
 
 // ---- what each recipe holds ----------------------------------------------------------------------
 
-bool element_allowed(Recipe r, DataType t) {
-  switch (r) {
-    case Recipe::mxfp8: return t == DataType::e4m3 || t == DataType::e5m2;
-    case Recipe::mxfp4:
-    case Recipe::nvfp4: return t == DataType::e2m1;
-    case Recipe::fp8_block128: return t == DataType::e4m3;
-  }
-  return false;
-}
-
-const char* allowed_elements(Recipe r) {
-  switch (r) {
-    case Recipe::mxfp8: return "e4m3 or e5m2";
-    case Recipe::mxfp4:
-    case Recipe::nvfp4: return "e2m1";
-    case Recipe::fp8_block128: return "e4m3";
-  }
-  return "";
-}
-
-bool scale_allowed(Recipe r, DataType t) {
-  switch (r) {
-    case Recipe::mxfp8:
-    case Recipe::mxfp4: return t == DataType::ue8m0;
-    case Recipe::nvfp4: return t == DataType::ue4m3;
-    case Recipe::fp8_block128: return t == DataType::f32 || t == DataType::ue8m0;
-  }
-  return false;
-}
-
-const char* allowed_scales(Recipe r) {
-  switch (r) {
-    case Recipe::mxfp8:
-    case Recipe::mxfp4: return "ue8m0";
-    case Recipe::nvfp4: return "ue4m3";
-    case Recipe::fp8_block128: return "f32 or ue8m0";
-  }
-  return "";
-}
-
 bool is_fp8_recipe(Recipe r) { return r == Recipe::mxfp8 || r == Recipe::fp8_block128; }
 bool is_fp4_recipe(Recipe r) { return r == Recipe::mxfp4 || r == Recipe::nvfp4; }
 

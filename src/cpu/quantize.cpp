@@ -100,36 +100,16 @@ struct Plan {
   }
 };
 
-// The element and scale types each recipe accepts.
+// The element and scale types each recipe accepts (recipe.hpp).
 Status check_types(const OperandType& type) {
   const DataType e = type.element, s = type.scale;
-  switch (type.recipe) {
-    case Recipe::mxfp8:
-      if (e != DataType::e4m3 && e != DataType::e5m2)
-        return invalid("type.element", std::string("mxfp8 elements are e4m3 or e5m2, not ") + to_string(e));
-      if (s != DataType::ue8m0)
-        return invalid("type.scale", std::string("mxfp8 scales are ue8m0, not ") + to_string(s));
-      return Status::success();
-    case Recipe::mxfp4:
-      if (e != DataType::e2m1)
-        return invalid("type.element", std::string("mxfp4 elements are e2m1, not ") + to_string(e));
-      if (s != DataType::ue8m0)
-        return invalid("type.scale", std::string("mxfp4 scales are ue8m0, not ") + to_string(s));
-      return Status::success();
-    case Recipe::nvfp4:
-      if (e != DataType::e2m1)
-        return invalid("type.element", std::string("nvfp4 elements are e2m1, not ") + to_string(e));
-      if (s != DataType::ue4m3)
-        return invalid("type.scale", std::string("nvfp4 scales are ue4m3, not ") + to_string(s));
-      return Status::success();
-    case Recipe::fp8_block128:
-      if (e != DataType::e4m3)
-        return invalid("type.element", std::string("fp8-block128 elements are e4m3, not ") + to_string(e));
-      if (s != DataType::f32 && s != DataType::ue8m0)
-        return invalid("type.scale", std::string("fp8-block128 scales are f32 or ue8m0, not ") + to_string(s));
-      return Status::success();
-  }
-  return invalid("type.recipe", "is not a known recipe");
+  const std::string recipe = to_string(type.recipe);
+  if (type.recipe > Recipe::fp8_block128) return invalid("type.recipe", "is not a known recipe");
+  if (!element_allowed(type.recipe, e))
+    return invalid("type.element", recipe + " elements are " + allowed_elements(type.recipe) + ", not " + to_string(e));
+  if (!scale_allowed(type.recipe, s))
+    return invalid("type.scale", recipe + " scales are " + allowed_scales(type.recipe) + ", not " + to_string(s));
+  return Status::success();
 }
 
 // A leading dimension `ld` (0: `extent`) of a matrix whose rows are `extent` long and which has

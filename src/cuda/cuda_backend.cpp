@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -45,11 +46,37 @@ bool is_mxfp8(const GemmArguments& a) { return a.a_type.recipe == Recipe::mxfp8 
 
 ptx::Fp8Kind fp8_kind(DataType t) { return t == DataType::e5m2 ? ptx::Fp8Kind::e5m2 : ptx::Fp8Kind::e4m3; }
 
+// What run() needs to know of the current device. A device's properties never change, so each is
+// read once per process (run() would otherwise query them several times per call).
+struct DeviceFacts {
+  bool sm90 = false;
+  int sm_count = 0;
+};
+
+constexpr int kMaxDevices = 64;
+
+const DeviceFacts* current_device_facts() {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= kMaxDevices) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  static std::once_flag once[kMaxDevices];
+  static DeviceFacts facts[kMaxDevices];
+  std::call_once(once[device], [device] {
+    int major = 0, minor = 0, count = 0;
+    const bool read = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) == cudaSuccess;
+    if (!read) cudaGetLastError();
+    facts[device] = DeviceFacts{read && major == 9 && minor == 0, read ? count : 0};
+  });
+  return &facts[device];
+}
+
 int sm_count() {
-  int device = 0, count = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return 0;
-  if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) return 0;
-  return count;
+  const DeviceFacts* facts = current_device_facts();
+  return facts == nullptr ? 0 : facts->sm_count;
 }
 
 // Row counts of the groups when the host can see them; empty when they live on the device.
@@ -195,11 +222,8 @@ bool device_available() {
     cudaGetLastError();  // a missing driver leaves a sticky-looking error; clear it for later calls
     return false;
   }
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess) return false;
-  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) return false;
-  return major == 9 && minor == 0;
+  const DeviceFacts* facts = current_device_facts();
+  return facts != nullptr && facts->sm90;
 }
 
 Status can_implement(const GemmArguments& args, const RunOptions& options) {

@@ -18,8 +18,6 @@ Status cuda_error(cudaError_t e, const std::string& what) {
   return Status::error(StatusCode::cuda_error, -1, "", what + ": " + cudaGetErrorString(e));
 }
 
-bool is_output(const Buffer& b) { return b.name == "D" || b.name.rfind("D[", 0) == 0; }
-
 // Host buffer ranges and their device twins, to translate pointers that point anywhere inside.
 struct PointerMap {
   std::vector<std::pair<const std::uint8_t*, std::size_t>> host;
@@ -163,7 +161,7 @@ Status DeviceWorkload::create(const HostWorkload& host, MemoryLocation descripti
     }
   }
   for (std::size_t i = 0; i < host.buffers().size(); ++i)
-    if (is_output(host.buffers()[i]) && host.buffers()[i].bytes > 0) {
+    if (is_output_buffer(host.buffers()[i]) && host.buffers()[i].bytes > 0) {
       w.outputs_.push_back(i);
       w.output_bytes_.push_back(host.buffers()[i].bytes);
     }
@@ -211,15 +209,21 @@ Status DeviceWorkload::time_runs(const RunOptions& options, int warmup, int iter
   for (int i = 0; i < warmup; ++i)
     if (Status s = run(options, copy_for()); !s.ok()) return s;
   if (iterations < 1) iterations = 1;
-  std::vector<cudaEvent_t> events(2 * static_cast<std::size_t>(iterations));
-  for (cudaEvent_t& e : events)
-    if (cudaError_t err = cudaEventCreate(&e); err != cudaSuccess) return cuda_error(err, "creating events");
+  std::vector<cudaEvent_t> events;
   Status status;
+  for (int i = 0; i < 2 * iterations && status.ok(); ++i) {
+    cudaEvent_t e;
+    if (cudaError_t err = cudaEventCreate(&e); err != cudaSuccess)
+      status = cuda_error(err, "creating events");
+    else
+      events.push_back(e);
+  }
   for (int i = 0; i < iterations && status.ok(); ++i) {
     const int c = copy_for();
-    cudaEventRecord(events[2 * i]);
-    status = run(options, c);
-    cudaEventRecord(events[2 * i + 1]);
+    if (cudaError_t e = cudaEventRecord(events[2 * i]); e != cudaSuccess) status = cuda_error(e, "recording an event");
+    if (status.ok()) status = run(options, c);
+    if (status.ok())
+      if (cudaError_t e = cudaEventRecord(events[2 * i + 1]); e != cudaSuccess) status = cuda_error(e, "recording an event");
   }
   std::vector<double> us;
   if (status.ok()) {

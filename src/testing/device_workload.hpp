@@ -32,7 +32,6 @@ class DeviceWorkload {
                        DeviceWorkload* out);
 
   const GemmArguments& args(int copy = 0) const { return copies_[copy].args; }
-  int copies() const { return static_cast<int>(copies_.size()); }
   void* workspace() const { return workspace_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
 

@@ -377,11 +377,10 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
     } else {
       const bool contiguous = spec.layout == GroupLayout::contiguous;
       const std::int32_t n = spec.groups[0].n, k = spec.groups[0].k;
-      std::int64_t sum_m = 0, max_m = 0, blocked_rows = 0;
+      std::int64_t sum_m = 0, max_m = 0;
       for (const GroupShape& s : spec.groups) {
         sum_m += s.m;
         max_m = std::max<std::int64_t>(max_m, s.m);
-        blocked_rows += round_up(s.m, 128);
       }
       const std::int64_t rows = spec.moe_rows != 0 ? spec.moe_rows : (contiguous ? sum_m : max_m);
       // The masked form repeats A, SFA, C and D per group; the contiguous form has one of each.
@@ -398,10 +397,10 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
       const std::int64_t b_rows = scale_rows(spec.b_type.recipe, Operand::b, n),
                          b_cols = scale_cols(spec.b_type.recipe, k);
       // A blocked SFA of the contiguous form gives each group a block of round_up(M_g, 128) rows;
-      // it holds at least round_up(rows, 128) rows too, so that a reader that sizes it from `rows`
-      // stays inside it.
+      // sized as problem.hpp asks, it also fits any other group sizes written into the offsets later
+      // (the CUDA-graph replay tests do that).
       const std::int64_t sfa_rows = contiguous && spec.a_type.scale_layout == ScaleLayout::blocked_128x4
-                                        ? std::max(blocked_rows, round_up(rows, 128))
+                                        ? contiguous_blocked_sfa_rows(rows, static_cast<std::int32_t>(groups))
                                         : rows;
       const Geometry gsa = scale_geometry(spec.a_type.scale_layout, spec.a_type.scale, sfa_rows, a_cols, padded);
       const Geometry gsb = scale_geometry(spec.b_type.scale_layout, spec.b_type.scale, b_rows, b_cols, padded);
@@ -593,7 +592,7 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
 
 void HostWorkload::poison_output() {
   for (Buffer& buffer : buffers_)
-    if (buffer.name == "D" || buffer.name.rfind("D[", 0) == 0) std::memset(buffer.get(), 0xFF, buffer.bytes);
+    if (is_output_buffer(buffer)) std::memset(buffer.get(), 0xFF, buffer.bytes);
 }
 
 double HostWorkload::flops() const {
@@ -717,6 +716,48 @@ Status expected_output(const HostWorkload& workload, bool exact, int threads, Ex
                          "not enough host memory for the fp32 output of the expected values");
   }
   return Status::success();
+}
+
+bool is_output_buffer(const Buffer& buffer) { return buffer.name == "D" || buffer.name.rfind("D[", 0) == 0; }
+
+std::string written_outside_groups(const HostWorkload& workload) {
+  const GemmArguments& args = workload.args();
+  std::vector<const Buffer*> outputs;
+  for (const Buffer& b : workload.buffers())
+    if (is_output_buffer(b)) outputs.push_back(&b);
+  std::vector<std::vector<bool>> owned(outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) owned[i].assign(outputs[i]->bytes, false);
+  const std::int64_t element_bytes = bits_of(args.d_type) / 8;
+  const bool d_n = args.d_major == Major::n;
+  for (const core::ResolvedGroup& g : cpu::resolve_host_groups(args)) {
+    if (g.m == 0) continue;
+    const auto* base = static_cast<const std::uint8_t*>(g.d.data);
+    std::size_t which = outputs.size();
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+      if (base >= outputs[i]->get() && base < outputs[i]->get() + outputs[i]->bytes) which = i;
+    if (which == outputs.size()) return "a group's D lies outside every D buffer";
+    for (std::int64_t l = 0; l < g.l; ++l)
+      for (std::int64_t m = 0; m < g.m; ++m)
+        for (std::int64_t n = 0; n < g.n; ++n) {
+          const std::int64_t index = l * g.d.batch_stride + core::matrix_offset(d_n, m, n, g.d.ld);
+          const std::int64_t offset = (base - outputs[which]->get()) + index * element_bytes;
+          if (offset + element_bytes > static_cast<std::int64_t>(outputs[which]->bytes))
+            return "a group's D runs past the end of " + outputs[which]->name;
+          for (std::int64_t byte = 0; byte < element_bytes; ++byte) owned[which][static_cast<std::size_t>(offset + byte)] = true;
+        }
+  }
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    std::int64_t written = 0, first = -1;
+    for (std::size_t byte = 0; byte < outputs[i]->bytes; ++byte)
+      if (!owned[i][byte] && outputs[i]->get()[byte] != 0xFF) {
+        if (first < 0) first = static_cast<std::int64_t>(byte);
+        ++written;
+      }
+    if (written > 0)
+      return outputs[i]->name + ": " + std::to_string(written) + " bytes outside the groups were written, the first at byte " +
+             std::to_string(first);
+  }
+  return "";
 }
 
 }  // namespace bsgemm::testing

@@ -90,6 +90,14 @@ class HostWorkload {
   std::vector<std::int32_t> masked_m_;
 };
 
+// Whether a buffer holds D (named "D" or "D[g]").
+bool is_output_buffer(const Buffer& buffer);
+
+// After poison_output() and a run: the bytes of the D buffers that belong to no element of any group
+// but no longer hold the poison. Empty when there are none, otherwise a sentence naming the buffer,
+// the count and the first such byte.
+std::string written_outside_groups(const HostWorkload& workload);
+
 // The expected output of a workload: from the fp64 reference when `exact`, otherwise from the CPU
 // back end run with fp32 output (fast enough for the largest benchmark cases; its own error,
 // K * 2^-24 at worst, is far below every tolerance check_output uses).

@@ -45,46 +45,6 @@ double tight_tolerance(const WorkloadSpec& spec) {
   return rounding + static_cast<double>(k) * 0x1p-22;
 }
 
-// Every byte of the D buffers that no element of any group occupies still holds the poison.
-void expect_only_group_elements_written(const HostWorkload& workload) {
-  const GemmArguments& args = workload.args();
-  std::vector<const testing::Buffer*> outputs;
-  for (const testing::Buffer& b : workload.buffers())
-    if (b.name == "D" || b.name.rfind("D[", 0) == 0) outputs.push_back(&b);
-  std::vector<std::vector<bool>> owned(outputs.size());
-  for (std::size_t i = 0; i < outputs.size(); ++i) owned[i].assign(outputs[i]->bytes, false);
-  const std::int64_t element_bytes = bits_of(args.d_type) / 8;
-  const bool d_n = args.d_major == Major::n;
-  for (const core::ResolvedGroup& g : cpu::resolve_host_groups(args)) {
-    if (g.m == 0) continue;
-    const auto* base = static_cast<const std::uint8_t*>(g.d.data);
-    std::size_t which = outputs.size();
-    for (std::size_t i = 0; i < outputs.size(); ++i)
-      if (base >= outputs[i]->get() && base < outputs[i]->get() + outputs[i]->bytes) which = i;
-    ASSERT_LT(which, outputs.size()) << "a group's D lies outside every D buffer";
-    for (std::int64_t l = 0; l < g.l; ++l)
-      for (std::int64_t m = 0; m < g.m; ++m)
-        for (std::int64_t n = 0; n < g.n; ++n) {
-          const std::int64_t index = l * g.d.batch_stride + core::matrix_offset(d_n, m, n, g.d.ld);
-          const std::int64_t offset = (base - outputs[which]->get()) + index * element_bytes;
-          ASSERT_LE(offset + element_bytes, static_cast<std::int64_t>(outputs[which]->bytes));
-          for (std::int64_t byte = 0; byte < element_bytes; ++byte)
-            owned[which][static_cast<std::size_t>(offset + byte)] = true;
-        }
-  }
-  for (std::size_t i = 0; i < outputs.size(); ++i) {
-    std::int64_t written = 0, first = -1;
-    for (std::size_t byte = 0; byte < outputs[i]->bytes; ++byte) {
-      if (!owned[i][byte] && outputs[i]->get()[byte] != 0xFF) {
-        if (first < 0) first = static_cast<std::int64_t>(byte);
-        ++written;
-      }
-    }
-    EXPECT_EQ(written, 0) << outputs[i]->name << ": " << written
-                          << " bytes outside the groups were written, the first at byte " << first;
-  }
-}
-
 // ---- cases --------------------------------------------------------------------------------------------
 
 struct BackendCase {
@@ -310,7 +270,7 @@ TEST_P(CpuBackend, MatchesReference) {
   std::int64_t elements = 0;
   for (const GroupShape& g : c.spec.groups) elements += std::int64_t{g.m} * g.n * g.l;
   EXPECT_EQ(report.checked, elements);
-  expect_only_group_elements_written(workload);
+  EXPECT_EQ(testing::written_outside_groups(workload), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Random, CpuBackend, ::testing::ValuesIn(backend_cases()),

@@ -129,7 +129,7 @@ bool contains(const std::vector<DataType>& types, DataType t) { return std::find
 
 std::string join_types(const std::vector<DataType>& types) {
   std::string out;
-  for (std::size_t i = 0; i < types.size(); ++i) out += (i ? " or " : "") + std::string(type_name(types[i]));
+  for (std::size_t i = 0; i < types.size(); ++i) out += (i ? " or " : "") + std::string(to_string(types[i]));
   return out;
 }
 
@@ -157,10 +157,10 @@ std::optional<OperandType> resolve_operand(const OperandRequest& request, std::s
     const std::string name = to_string(rule->recipe);
     if (request.element && !contains(rule->elements, *request.element))
       throw UsageError(who + ": " + name + " takes " + join_types(rule->elements) + " values, not " +
-                       type_name(*request.element) + " (" + std::string(kSupportedCombinations) + ")");
+                       to_string(*request.element) + " (" + std::string(kSupportedCombinations) + ")");
     if (request.scale && !contains(rule->scales, *request.scale))
       throw UsageError(who + ": " + name + " takes " + join_types(rule->scales) + " scales, not " +
-                       type_name(*request.scale) + " (" + std::string(kSupportedCombinations) + ")");
+                       to_string(*request.scale) + " (" + std::string(kSupportedCombinations) + ")");
     if (request.block && *request.block != block_k(rule->recipe))
       throw UsageError(who + ": " + name + " has one scale per " + std::to_string(block_k(rule->recipe)) +
                        " of K, not " + std::to_string(*request.block) + " (--sf-vec-size)");
@@ -172,8 +172,8 @@ std::optional<OperandType> resolve_operand(const OperandRequest& request, std::s
       }
     }
     if (rule == nullptr)
-      throw UsageError(who + ": no recipe takes " + (request.element ? type_name(*request.element) : "any") +
-                       " values with " + (request.scale ? type_name(*request.scale) : "any") + " scales per " +
+      throw UsageError(who + ": no recipe takes " + (request.element ? to_string(*request.element) : "any") +
+                       " values with " + (request.scale ? to_string(*request.scale) : "any") + " scales per " +
                        (request.block ? std::to_string(*request.block) : std::string("any block")) + " of K (" +
                        std::string(kSupportedCombinations) + ")");
   }
@@ -455,8 +455,8 @@ Backend parse_backend(std::string_view option, std::string_view text) {
 Major parse_major(std::string_view option, std::string_view text, Major first, Major second) {
   const std::string key = lowercase(trim(text));
   for (Major major : {first, second})
-    if (key == major_name(major)) return major;
-  bad_value(option, text, std::string(major_name(first)) + " or " + major_name(second));
+    if (key == to_string(major)) return major;
+  bad_value(option, text, std::string(to_string(first)) + " or " + to_string(second));
 }
 
 std::pair<OperandType, OperandType> parse_recipe_pair(std::string_view option, std::string_view text) {
@@ -467,29 +467,6 @@ std::pair<OperandType, OperandType> parse_recipe_pair(std::string_view option, s
   }
   return {make_operand_type(parse_recipe(option, text.substr(0, colon))),
           make_operand_type(parse_recipe(option, text.substr(colon + 1)))};
-}
-
-const char* type_name(DataType t) {
-  switch (t) {
-    case DataType::e4m3: return "e4m3";
-    case DataType::e5m2: return "e5m2";
-    case DataType::e2m1: return "e2m1";
-    case DataType::ue8m0: return "ue8m0";
-    case DataType::ue4m3: return "ue4m3";
-    case DataType::f32: return "f32";
-    case DataType::f16: return "f16";
-    case DataType::bf16: return "bf16";
-  }
-  return "?";
-}
-
-const char* major_name(Major major) {
-  switch (major) {
-    case Major::m: return "m";
-    case Major::n: return "n";
-    case Major::k: return "k";
-  }
-  return "?";
 }
 
 std::string recipe_label(const OperandType& a, const OperandType& b) {
@@ -630,7 +607,8 @@ std::string bench_help() {
       "Runs the benchmark cases of FILE (the public format of bench/cases.json): MoE cases as contiguous (or\n"
       "masked) grouped GEMMs with shared N and K, groups_mnkl cases as pointer arrays; bf16 output. Prints one\n"
       "row per case, recipe and layout: median time, TFLOP/s, GB/s and, with --check, PASS or FAIL.\n"
-      "Exit status: 0 every case ran (and passed), 1 a check failed or a case could not run, 2 bad options.",
+      "Exit status: 0 every case ran (and passed), 1 a check failed or a case could not run, 2 bad options,\n"
+      "3 a runtime error (such as the --json file not being writable).",
       kBenchOptions);
 }
 

@@ -89,9 +89,6 @@ Major parse_major(std::string_view option, std::string_view text, Major first, M
 // A and B of one problem. `text` is "RECIPE" (both operands) or "A_RECIPE:B_RECIPE" (mixed).
 std::pair<OperandType, OperandType> parse_recipe_pair(std::string_view option, std::string_view text);
 
-// Short names for printing: "e4m3", "f16", ...; "m", "n", "k".
-const char* type_name(DataType t);
-const char* major_name(Major major);
 // "nvfp4" or "mxfp8 x mxfp4".
 std::string recipe_label(const OperandType& a, const OperandType& b);
 

@@ -35,10 +35,10 @@ const char* reference_mode_name(ReferenceMode mode) {
 
 std::string describe_operand(const OperandType& type, Major major) {
   std::ostringstream out;
-  out << to_string(type.recipe) << ": " << type_name(type.element) << " values, " << type_name(type.scale)
+  out << to_string(type.recipe) << ": " << to_string(type.element) << " values, " << to_string(type.scale)
       << " scale per " << block_k(type.recipe) << " of K";
   if (type.recipe == Recipe::fp8_block128) out << " (B: per 128 x 128 block)";
-  out << ", " << to_string(type.scale_layout) << " scale layout, " << major_name(major) << "-major";
+  out << ", " << to_string(type.scale_layout) << " scale layout, " << to_string(major) << "-major";
   return out.str();
 }
 
@@ -67,7 +67,7 @@ void print_configuration(const RunConfig& config, std::ostream& out) {
   }
   out << "  A             " << describe_operand(spec.a_type, spec.a_major) << "\n";
   out << "  B             " << describe_operand(spec.b_type, spec.b_major) << "\n";
-  out << "  C, D          " << type_name(spec.d_type) << ", " << major_name(spec.d_major) << "-major; alpha " << spec.alpha
+  out << "  C, D          " << to_string(spec.d_type) << ", " << to_string(spec.d_major) << "-major; alpha " << spec.alpha
       << ", beta " << spec.beta << (spec.beta != 0 ? " (C is read)" : " (C is not read)") << "\n";
   if (config.run_options.tile_m != 0)
     out << "  mma tiler     " << config.run_options.tile_m << "," << config.run_options.tile_n << "\n";
@@ -119,16 +119,16 @@ std::string result_json(const RunConfig& config, const RunResult& result) {
       .string("recipe", recipe_label(spec.a_type, spec.b_type))
       .string("a_recipe", to_string(spec.a_type.recipe))
       .string("b_recipe", to_string(spec.b_type.recipe))
-      .string("a_dtype", type_name(spec.a_type.element))
-      .string("b_dtype", type_name(spec.b_type.element))
-      .string("sfa_dtype", type_name(spec.a_type.scale))
-      .string("sfb_dtype", type_name(spec.b_type.scale))
+      .string("a_dtype", to_string(spec.a_type.element))
+      .string("b_dtype", to_string(spec.b_type.element))
+      .string("sfa_dtype", to_string(spec.a_type.scale))
+      .string("sfb_dtype", to_string(spec.b_type.scale))
       .string("sfa_layout", to_string(spec.a_type.scale_layout))
       .string("sfb_layout", to_string(spec.b_type.scale_layout))
-      .string("c_dtype", type_name(spec.d_type))
-      .string("a_major", major_name(spec.a_major))
-      .string("b_major", major_name(spec.b_major))
-      .string("c_major", major_name(spec.d_major))
+      .string("c_dtype", to_string(spec.d_type))
+      .string("a_major", to_string(spec.a_major))
+      .string("b_major", to_string(spec.b_major))
+      .string("c_major", to_string(spec.d_major))
       .string("layout", to_string(spec.layout))
       .string("descriptions", config.descriptions == MemoryLocation::host ? "host" : "device")
       .number("num_groups", static_cast<double>(spec.groups.size()))
