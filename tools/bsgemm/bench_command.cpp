@@ -146,13 +146,6 @@ struct BenchRecord {
   double gbps() const { return timing.median_us > 0 ? bytes / (timing.median_us * 1e-6) / 1e9 : kNaN; }
 };
 
-std::string cell(double value, const char* format) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
-}
-
 void print_row(std::size_t name_width, const std::string& name, const std::string& recipe, const std::string& layout,
                const std::string& ms, const std::string& tflops, const std::string& gbps, const std::string& check) {
   std::printf("%-*s  %-20s  %-10s  %11s  %9s  %9s  %s\n", static_cast<int>(name_width), name.c_str(), recipe.c_str(),
@@ -278,8 +271,8 @@ int bench_command(std::span<const std::string_view> args) {
     for (const std::string& recipe : recipes) {
       for (GroupLayout layout : layouts) {
         const BenchRecord r = run_case(config, bench_case, recipe, layout, progress);
-        print_row(name_width, r.case_name, r.recipe, r.layout, cell(r.median_ms(), "%.4f"), cell(r.tflops(), "%.2f"),
-                  cell(r.gbps(), "%.1f"), r.check);
+        print_row(name_width, r.case_name, r.recipe, r.layout, format_number(r.median_ms(), "%.4f"), format_number(r.tflops(), "%.2f"),
+                  format_number(r.gbps(), "%.1f"), r.check);
         records.push_back(r);
       }
     }

@@ -276,4 +276,11 @@ bool write_text_file(const std::string& path, const std::string& text) {
   return !file.fail();
 }
 
+std::string format_number(double value, const char* format) {
+  if (!std::isfinite(value)) return "-";
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
 }  // namespace bsgemm::tool

@@ -136,4 +136,8 @@ class JsonObject {
 // Writes `text` to `path`; false when the file cannot be written.
 bool write_text_file(const std::string& path, const std::string& text);
 
+// `value` printed with the printf `format` (one double); "-" when it is not finite (a timing or rate
+// that does not exist).
+std::string format_number(double value, const char* format);
+
 }  // namespace bsgemm::tool

@@ -42,13 +42,6 @@ std::string describe_operand(const OperandType& type, Major major) {
   return out.str();
 }
 
-std::string format_number(double value, const char* format) {
-  if (!std::isfinite(value)) return "-";
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
-}
-
 void print_configuration(const RunConfig& config, std::ostream& out) {
   const testing::WorkloadSpec& spec = config.spec;
   out << "bsgemm run: grouped block-scaled GEMM\n";
