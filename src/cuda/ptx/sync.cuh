@@ -24,4 +24,9 @@ __device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// bar.arrive id, threads;  counts this warp's arrival at barrier `id` without waiting for the others.
+__device__ __forceinline__ void named_barrier_arrive(std::uint32_t id, std::uint32_t threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
 }  // namespace bsgemm::ptx

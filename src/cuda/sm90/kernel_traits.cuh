@@ -29,7 +29,12 @@ static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegister
 inline constexpr std::size_t kSharedMemoryLimit = 232448;  // sm_90 opt-in maximum per block
 inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keeps float4 reads conflict-free
 
-enum class NamedBarrier : std::uint32_t { epilogue_consumer0 = 1, epilogue_consumer1 = 2 };
+enum class NamedBarrier : std::uint32_t {
+  epilogue_consumer0 = 1,
+  epilogue_consumer1 = 2,
+  issue_turn_consumer0 = 3,
+  issue_turn_consumer1 = 4,
+};
 
 template <ptx::Fp8Kind A, ptx::Fp8Kind B, ScaleGranularity Scales, int BlockM, int BlockN>
 struct Fp8KernelTraits {

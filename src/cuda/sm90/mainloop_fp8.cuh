@@ -7,12 +7,15 @@
 //   fp8-block128: 4 wgmma k32 per stage, then  result += acc * (sa[row] * sb)   (1 FFMA per element;
 //                 sb is one value for all of a warpgroup's columns, which never straddle 128)
 //   mxfp8:        per k32:  1 wgmma, then      result += acc * (sa[row] * sb[col])  (FMUL + FFMA)
-// The scales were gathered into shared memory as fp32 by the scale loaders.
+// The scales were gathered into shared memory as fp32 by the scale loaders. Each batch of wgmma is
+// issued in turn with the other consumer warpgroup (issue_turns.cuh), so that one warpgroup's promotion
+// runs while the other's batch keeps the tensor cores busy.
 #pragma once
 
 #include <cstdint>
 
 #include "src/cuda/ptx/wgmma.cuh"
+#include "src/cuda/sm90/issue_turns.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
 
 namespace bsgemm::cuda {
@@ -35,30 +38,36 @@ struct Fp8Mainloop {
     frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);  // tile-local
   }
 
-  __device__ void accumulate_stage(const Storage& ss, int s, float (&acc)[kAcc], float (&result)[kAcc]) const {
+  __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, float (&acc)[kAcc],
+                                   float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
     if constexpr (Traits::kScales == ScaleGranularity::block128) {
       const float sb = ss.sfb[s][(wg_n * Traits::kWarpgroupN) / 128];
       const float scale_top = ss.sfa[s][0][frag_row] * sb;
       const float scale_bottom = ss.sfa[s][0][frag_row + 8] * sb;
+      turns.wait_turn();
       ptx::fence_accumulators(acc);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / 32; ++k)
         Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
       ptx::wgmma_commit();
+      turns.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::fence_accumulators(acc);
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) result[i] = fmaf(acc[i], (i & 2) ? scale_bottom : scale_top, result[i]);
     } else {
-#pragma unroll
+      // Not unrolled: the four steps' descriptors and scale addresses would otherwise all be live at once.
+#pragma unroll 1
       for (int k = 0; k < Traits::kScaleSteps; ++k) {
+        turns.wait_turn();
         ptx::fence_accumulators(acc);
         ptx::wgmma_fence();
         Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), 0u);
         ptx::wgmma_commit();
+        turns.pass_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_accumulators(acc);
         const float sa_top = ss.sfa[s][k][frag_row];

@@ -17,46 +17,78 @@
 
 namespace bsgemm::cuda {
 
-// Scale element `offset` of a scale tensor of type t, as fp32.
-__device__ __forceinline__ float load_scale(DataType t, const std::uint8_t* base, std::int64_t offset) {
-  if (t == DataType::f32) return __ldg(reinterpret_cast<const float*>(base) + offset);
-  const std::uint8_t code = __ldg(base + offset);
+// A scale's raw bits: the fp32 word, or the 8-bit code in the low byte. Loading raw bits and decoding
+// later keeps the decode's branches out of the way of the loads, so that all loads of a gather are in
+// flight together instead of one global-memory latency per scale.
+__device__ __forceinline__ std::uint32_t load_scale_bits(bool is_f32, const std::uint8_t* base, std::int64_t offset) {
+  return is_f32 ? __ldg(reinterpret_cast<const std::uint32_t*>(base) + offset) : __ldg(base + offset);
+}
+
+__device__ __forceinline__ float decode_scale_bits(DataType t, std::uint32_t bits) {
+  if (t == DataType::f32) return __uint_as_float(bits);
+  const auto code = static_cast<std::uint8_t>(bits);
   return t == DataType::ue8m0 ? decode_ue8m0(code) : decode_ue4m3(code);
 }
 
-// Scales of `Rows` consecutive rows starting at row0, at scale columns col0 .. col0 + Steps - 1,
-// into dst[step * Rows + row]; rows at or beyond valid_rows and columns at or beyond cols give 0 (their
-// A/B data is zero-filled or discarded, and 0 keeps garbage out of the sums). A row's offset is
-// computed once: its Steps columns are then `step` elements apart (col0 is a multiple of Steps, so in
-// the blocked layout they share one 4-column atom). All loads of a chunk are issued before its stores
-// so that their latencies overlap.
+// The scales of `Rows` consecutive rows starting at row0, at scale columns col0 .. col0 + Steps - 1:
+// load() issues every load of the lane at once, store() decodes and writes dst[step * Rows + row].
+// Rows at or beyond valid_rows and columns at or beyond cols give 0 (their A/B data is zero-filled or
+// discarded, and 0 keeps garbage out of the sums). A row's offset is computed once: its Steps columns
+// are then `step` elements apart (col0 is a multiple of Steps, so in the blocked layout they share one
+// 4-column atom). Four steps per stage only occur with 8-bit scales (the MX recipes): their codes are
+// packed four to a register, which keeps 32 loads per lane in flight without spilling.
 template <int Rows, int Steps>
-__device__ __forceinline__ void gather_scale_rows(float* dst, DataType type, ScaleLayout layout, const std::uint8_t* base,
-                                                  std::int64_t ld, std::int64_t cols, std::int64_t row0,
-                                                  std::int64_t valid_rows, std::int64_t col0, int lane) {
+struct ScaleRows {
   static_assert(Rows % 32 == 0 && (Steps == 1 || Steps == 4));
-  constexpr int kRowsPerLane = Rows / 32;
-  constexpr int kChunk = kRowsPerLane < 4 ? kRowsPerLane : 4;
-  const std::int64_t step = layout == ScaleLayout::mn_major ? ld : 1;
-  const std::int64_t valid_steps = cols - col0;
-  // One chunk at a time: its loads overlap each other, and the chunk's registers are reused.
-#pragma unroll 1
-  for (int chunk = 0; chunk < kRowsPerLane; chunk += kChunk) {
-    float v[kChunk][Steps];
+  static constexpr int kRowsPerLane = Rows / 32;
+  std::uint32_t bits[kRowsPerLane];  // Steps == 1: the raw scale; Steps == 4: four 8-bit codes
+  std::uint32_t valid = 0;           // bit i * Steps + s: element (i, s) exists
+
+  __device__ __forceinline__ void load(DataType type, ScaleLayout layout, const std::uint8_t* base, std::int64_t ld,
+                                       std::int64_t cols, std::int64_t row0, std::int64_t valid_rows, std::int64_t col0,
+                                       int lane) {
+    const bool is_f32 = type == DataType::f32;
+    valid = 0;
+    const std::int64_t step = layout == ScaleLayout::mn_major ? ld : 1;
+    const std::int64_t valid_steps = cols - col0;
 #pragma unroll
-    for (int i = 0; i < kChunk; ++i) {
-      const std::int64_t row = row0 + lane + 32 * (chunk + i);
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      const std::int64_t row = row0 + lane + 32 * i;
       const std::int64_t at = scale_offset(layout, row, col0, cols, ld);
+      const bool row_ok = row < valid_rows;
+      bits[i] = 0;
+      if constexpr (Steps == 1) {
+        if (row_ok && valid_steps > 0) bits[i] = load_scale_bits(is_f32, base, at);
+        valid |= static_cast<std::uint32_t>(row_ok && valid_steps > 0) << i;
+      } else {
+        // The four codes of a row are adjacent in the linear and blocked layouts: one 32-bit load. The
+        // mn-major layout, a row end inside the stage or an unaligned row takes four byte loads.
+        const bool word = step == 1 && valid_steps >= 4 && (reinterpret_cast<std::uintptr_t>(base + at) & 3u) == 0;
+        if (row_ok && word) {
+          bits[i] = __ldg(reinterpret_cast<const std::uint32_t*>(base + at));
+        } else if (row_ok) {
+          std::uint32_t code[Steps];
 #pragma unroll
-      for (int s = 0; s < Steps; ++s)
-        v[i][s] = (row < valid_rows && s < valid_steps) ? load_scale(type, base, at + s * step) : 0.0f;
+          for (int s = 0; s < Steps; ++s) code[s] = s < valid_steps ? __ldg(base + at + s * step) : 0u;
+#pragma unroll
+          for (int s = 0; s < Steps; ++s) bits[i] |= code[s] << (8 * s);
+        }
+#pragma unroll
+        for (int s = 0; s < Steps; ++s) valid |= static_cast<std::uint32_t>(row_ok && s < valid_steps) << (i * Steps + s);
+      }
     }
-#pragma unroll
-    for (int i = 0; i < kChunk; ++i)
-#pragma unroll
-      for (int s = 0; s < Steps; ++s) dst[s * Rows + lane + 32 * (chunk + i)] = v[i][s];
   }
-}
+
+  __device__ __forceinline__ void store(DataType type, float* dst, int lane) const {
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i)
+#pragma unroll
+      for (int s = 0; s < Steps; ++s) {
+        const std::uint32_t raw = Steps == 1 ? bits[i] : (bits[i] >> (8 * s)) & 0xFFu;
+        dst[s * Rows + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) : 0.0f;
+      }
+  }
+};
 
 __device__ __forceinline__ const std::uint8_t* batch_base(const void* scales, DataType type, std::int64_t batch_stride,
                                                           std::int32_t l) {
@@ -74,20 +106,34 @@ __device__ __forceinline__ void gather_stage_scales(const KernelParams& p, const
   const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
   if constexpr (Traits::kScales == ScaleGranularity::mx32) {
     const std::int64_t cols = core::ceil_div(g.k, 32);
-    gather_scale_rows<Traits::kBlockM, Traits::kScaleSteps>(sfa, p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m,
-                                                            4 * kb, lane);
-    gather_scale_rows<Traits::kBlockN, Traits::kScaleSteps>(sfb, p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n,
-                                                            4 * kb, lane);
+    ScaleRows<Traits::kBlockM, Traits::kScaleSteps> a;
+    a.load(p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, 4 * kb, lane);
+    if constexpr (Traits::kBlockN <= 128) {
+      ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;
+      b.load(p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n, 4 * kb, lane);
+      a.store(p.sfa_type, sfa, lane);
+      b.store(p.sfb_type, sfb, lane);
+    } else {
+      // 256 rows of B in flight at once would not fit the producer warps' registers: B after A.
+      a.store(p.sfa_type, sfa, lane);
+      ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;
+      b.load(p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n, 4 * kb, lane);
+      b.store(p.sfb_type, sfb, lane);
+    }
   } else {
     const std::int64_t cols = core::ceil_div(g.k, 128);
-    gather_scale_rows<Traits::kBlockM, 1>(sfa, p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, kb, lane);
+    ScaleRows<Traits::kBlockM, 1> a;
+    a.load(p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, kb, lane);
     // B: one scale per 128 columns. Blocks past N repeat the last one: their columns are discarded.
     const std::int64_t n_blocks = core::ceil_div(g.n, 128);
+    std::uint32_t b_bits = 0;
     if (lane < Traits::kSfbPerStage) {
       std::int64_t nb = n0 / 128 + lane;
       if (nb >= n_blocks) nb = n_blocks - 1;
-      sfb[lane] = load_scale(p.sfb_type, b_base, scale_offset(p.sfb_layout, nb, kb, cols, g.sfb_ld));
+      b_bits = load_scale_bits(p.sfb_type == DataType::f32, b_base, scale_offset(p.sfb_layout, nb, kb, cols, g.sfb_ld));
     }
+    a.store(p.sfa_type, sfa, lane);
+    if (lane < Traits::kSfbPerStage) sfb[lane] = decode_scale_bits(p.sfb_type, b_bits);
   }
 }
 
