@@ -43,6 +43,11 @@ bool is_block128(const GemmArguments& a) {
   return a.a_type.recipe == Recipe::fp8_block128 && a.b_type.recipe == Recipe::fp8_block128;
 }
 bool is_mxfp8(const GemmArguments& a) { return a.a_type.recipe == Recipe::mxfp8 && a.b_type.recipe == Recipe::mxfp8; }
+// FP4 runs where it shares the MX kernel: e2m1 widens exactly to e4m3 and keeps its ue8m0 scales per 32.
+bool is_mx_with_fp4(const GemmArguments& a) {
+  return a.b_type.recipe == Recipe::mxfp4 && (a.a_type.recipe == Recipe::mxfp4 || a.a_type.recipe == Recipe::mxfp8);
+}
+bool is_packed(const OperandType& t) { return t.element == DataType::e2m1; }
 
 ptx::Fp8Kind fp8_kind(DataType t) { return t == DataType::e5m2 ? ptx::Fp8Kind::e5m2 : ptx::Fp8Kind::e4m3; }
 
@@ -147,9 +152,11 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
 
 Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   Plan plan;
-  plan.kernel.scales = is_mxfp8(args) ? ScaleGranularity::mx32 : ScaleGranularity::block128;
+  plan.kernel.scales = is_block128(args) ? ScaleGranularity::block128 : ScaleGranularity::mx32;
   plan.kernel.a = fp8_kind(args.a_type.element);
   plan.kernel.b = fp8_kind(args.b_type.element);
+  plan.kernel.a_packed = is_packed(args.a_type);
+  plan.kernel.b_packed = is_packed(args.b_type);
   if (options.tile_m != 0 || options.tile_n != 0) {
     plan.kernel.block_m = options.tile_m;
     plan.kernel.block_n = options.tile_n;
@@ -179,21 +186,26 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
   return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
 }
 
-// A 3-D map over bytes (FP8 elements): dims (K, rows, batches), the box one k-block of `box_rows`
-// rows, 128-byte swizzle (what the wgmma descriptors expect), zero fill outside the tensor.
-Status encode_operand_map(CUtensorMap* map, const void* data, std::int64_t k, std::int64_t rows, std::int64_t batches,
-                          std::int64_t ld_bytes, std::int64_t batch_bytes, int box_rows) {
+// A 3-D map over the bytes of an operand: dims (K in bytes, rows, batches), the box one k-block of
+// `box_rows` rows, zero fill outside the tensor. FP8 operands land 128-byte swizzled (what the wgmma
+// descriptors expect); FP4 operands (64 bytes per k-block row) land plainly, for the scale loaders to
+// widen. ld and batch_stride are in elements.
+Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, std::int64_t k, std::int64_t rows,
+                          std::int64_t batches, std::int64_t ld, std::int64_t batch_stride, int box_rows) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
   if (encode == nullptr)
     return Status::error(StatusCode::cuda_error, -1, "", "the driver does not provide cuTensorMapEncodeTiled");
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(std::max<std::int64_t>(k, 1)),
+  const bool packed = bits_of(element) == 4;
+  const std::int64_t ld_bytes = bytes_for(element, ld), batch_bytes = bytes_for(element, batch_stride);
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(std::max<std::int64_t>(bytes_for(element, k), 1)),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(rows, 1)),
                               static_cast<cuuint64_t>(std::max<std::int64_t>(batches, 1))};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
-  const cuuint32_t box[3] = {128, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t box[3] = {packed ? 64u : 128u, static_cast<cuuint32_t>(box_rows), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(data), dims, strides, box,
-                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            packed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status::error(StatusCode::cuda_error, -1, "", "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
@@ -227,9 +239,10 @@ bool device_available() {
 }
 
 Status can_implement(const GemmArguments& args, const RunOptions& options) {
-  if (!is_block128(args) && !is_mxfp8(args))
+  if (!is_block128(args) && !is_mxfp8(args) && !is_mx_with_fp4(args))
     return Status::error(StatusCode::not_supported, -1, "b_type.recipe",
-                         std::string("the cuda back end runs fp8-block128 and mxfp8 with A and B of the same recipe; ") +
+                         std::string("the cuda back end runs fp8-block128, mxfp8 and mxfp4 (A and B of the same recipe) "
+                                     "and mxfp8 x mxfp4; ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) +
                              " runs on the cpu back end (--backend cpu)");
   if (args.a_major != Major::k)
@@ -321,9 +334,13 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
         return s;
     }
     // Templates: everything but address, dims and strides, which the prepare kernel fills per group.
-    if (Status s = encode_operand_map(&prepare.a_template, workspace, 128, 256, 1, 128, 128 * 256, plan.kernel.block_m); !s.ok())
+    if (Status s = encode_operand_map(&prepare.a_template, args.a_type.element, workspace, 128, 256, 1, 128, 128 * 256,
+                                      plan.kernel.block_m);
+        !s.ok())
       return s;
-    if (Status s = encode_operand_map(&prepare.b_template, workspace, 128, 256, 1, 128, 128 * 256, plan.kernel.block_n); !s.ok())
+    if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
+                                      plan.kernel.block_n);
+        !s.ok())
       return s;
   } else {
     prepare.moe = args.moe;
@@ -354,21 +371,22 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     const core::ResolvedGroup whole = core::resolve_moe_whole(spec, args.moe);
     const bool masked = args.layout == GroupLayout::masked;
     const std::int64_t a_batches = masked ? groups : 1;
-    const std::int64_t a_batch_bytes = masked ? whole.a.batch_stride : whole.a.ld * std::max<std::int64_t>(args.moe.rows, 1);
-    if (Status s = encode_operand_map(&kernel.a_map, args.moe.a, args.moe.k, args.moe.rows, a_batches, whole.a.ld,
-                                      a_batch_bytes, plan.kernel.block_m);
+    const std::int64_t a_batch_stride = masked ? whole.a.batch_stride : whole.a.ld * std::max<std::int64_t>(args.moe.rows, 1);
+    if (Status s = encode_operand_map(&kernel.a_map, args.a_type.element, args.moe.a, args.moe.k, args.moe.rows, a_batches,
+                                      whole.a.ld, a_batch_stride, plan.kernel.block_m);
         !s.ok())
       return s;
-    if (Status s = encode_operand_map(&kernel.b_map, args.moe.b, args.moe.k, args.moe.n, groups, whole.b.ld,
-                                      whole.b.batch_stride, plan.kernel.block_n);
+    if (Status s = encode_operand_map(&kernel.b_map, args.b_type.element, args.moe.b, args.moe.k, args.moe.n, groups,
+                                      whole.b.ld, whole.b.batch_stride, plan.kernel.block_n);
         !s.ok())
       return s;
   }
 
   cudaError_t e = launch_prepare_groups(prepare, stream);
   if (e != cudaSuccess) return cuda_failure(e, "launching the prepare kernel");
-  e = plan.kernel.scales == ScaleGranularity::mx32 ? launch_mxfp8(plan.kernel, kernel, plan.grid, stream)
-                                                   : launch_fp8_block128(plan.kernel, kernel, plan.grid, stream);
+  if (plan.kernel.a_packed || plan.kernel.b_packed) e = launch_mxfp4(plan.kernel, kernel, plan.grid, stream);
+  else if (plan.kernel.scales == ScaleGranularity::mx32) e = launch_mxfp8(plan.kernel, kernel, plan.grid, stream);
+  else e = launch_fp8_block128(plan.kernel, kernel, plan.grid, stream);
   if (e != cudaSuccess) return cuda_failure(e, "launching the sm_90a grouped GEMM kernel");
   return Status::success();
 }
@@ -393,7 +411,9 @@ Status device_status(const void* workspace, cudaStream_t stream) {
 std::string describe_plan(const GemmArguments& args, const RunOptions& options) {
   const Plan plan = choose_plan(args, options);
   std::string s = "sm_90a ";
-  s += plan.kernel.scales == ScaleGranularity::mx32 ? "mxfp8" : "fp8-block128";
+  s += to_string(args.a_type.recipe);
+  if (args.b_type.recipe != args.a_type.recipe) s += std::string(" x ") + to_string(args.b_type.recipe);
+  if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
   s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
        " stages, 1 TMA warp + 3 scale-loader warps + 2 consumer warpgroups, " + std::to_string(plan.grid) +

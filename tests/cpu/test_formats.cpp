@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "bsgemm/formats.hpp"
+#include "src/core/fp4_to_fp8.hpp"
 #include "src/testing/json.hpp"
 
 namespace bsgemm {
@@ -105,6 +106,29 @@ TEST(Formats, DecodeEveryE2m1Code) {
     EXPECT_TRUE(same_value(decode_e2m1(static_cast<std::uint8_t>(c)), expected_e2m1(c))) << "code " << c;
     // Only the low nibble counts.
     EXPECT_TRUE(same_value(decode_e2m1(static_cast<std::uint8_t>(c | 0xA0u)), by_hand)) << "code " << c;
+  }
+}
+
+// The CUDA back end widens FP4 to FP8 on chip (src/core/fp4_to_fp8.hpp): every pair of four e2m1 codes,
+// and every position in a word of eight, gives the e4m3 code of the same value (signed zero included).
+TEST(Formats, E2m1WidensToE4m3Exactly) {
+  for (std::uint32_t codes = 0; codes < 0x10000u; ++codes) {
+    const std::uint32_t widened = core::e2m1x4_to_e4m3x4(codes);
+    for (int i = 0; i < 4; ++i) {
+      const auto nibble = static_cast<std::uint8_t>((codes >> (4 * i)) & 0xFu);
+      const auto byte = static_cast<std::uint8_t>(widened >> (8 * i));
+      ASSERT_TRUE(same_value(decode_e4m3(byte), decode_e2m1(nibble))) << "codes " << codes << " element " << i;
+    }
+  }
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 1000; ++trial) {
+    const std::uint32_t codes = rng();
+    std::uint32_t low = 0, high = 0;
+    core::e2m1x8_to_e4m3x8(codes, &low, &high);
+    for (int i = 0; i < 8; ++i) {
+      const auto byte = static_cast<std::uint8_t>((i < 4 ? low : high) >> (8 * (i % 4)));
+      ASSERT_TRUE(same_value(decode_e4m3(byte), decode_e2m1(static_cast<std::uint8_t>(codes >> (4 * i)))));
+    }
   }
 }
 

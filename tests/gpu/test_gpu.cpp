@@ -61,6 +61,13 @@ std::vector<RecipeVariant> recipe_variants() {
        fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)},
       {"mxfp8_e5m2_e5m2", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
        fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major)},
+      // FP4, widened to e4m3 on chip; Blackwell checkpoints store the scales in the blocked layout.
+      {"mxfp4", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4)},
+      {"mxfp8_e4m3_x_mxfp4", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4)},
+      {"mxfp8_e5m2_x_mxfp4", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::mn_major)},
   };
 }
 

@@ -24,6 +24,10 @@ __device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// fence.proxy.async.shared::cta;  orders this thread's ordinary shared-memory writes before reads of the
+// same bytes through the async proxy (wgmma operands, TMA), once a barrier has passed the writes on.
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
 // bar.arrive id, threads;  counts this warp's arrival at barrier `id` without waiting for the others.
 __device__ __forceinline__ void named_barrier_arrive(std::uint32_t id, std::uint32_t threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");

@@ -2,7 +2,8 @@
 //
 // One CTA per SM walks the tiles of all groups (tile_walker.cuh). Per CTA:
 //   warp 0 (one lane)  TMA: A and B tiles of each k-block into the stage ring (pipeline.cuh)
-//   warps 1-3          scale loaders: the stage's block scales as fp32 (scale_loader.cuh)
+//   warps 1-3          scale loaders: the stage's block scales as fp32 (scale_loader.cuh), and with FP4
+//                      operands the packed tiles widened to e4m3 (fp4_widen.cuh)
 //   warpgroups 1-2     wgmma + promotion (mainloop_fp8.cuh), then the epilogue (epilogue.cuh)
 // The producers run ahead into the next tile while the consumers finish the epilogue of this one.
 // Pointer-array groups use per-group tensor maps written by the prepare kernel; the MoE forms use the
@@ -17,6 +18,7 @@
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/fp4_widen.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/mainloop_fp8.cuh"
 #include "src/cuda/sm90/pipeline.cuh"
@@ -51,9 +53,19 @@ __device__ __forceinline__ void produce_tiles(const KernelParams& p, typename Tr
     const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
     for (int kb = 0; kb < k_blocks; ++kb) {
       pipe.producer_acquire(state);
+      if constexpr (Traits::kAnyPacked) {
+        // Packed maps count K in bytes: a k-block is 64 of them.
+        pipe.raw_expect_bytes(state, Traits::kRawBytes);
+        if constexpr (Traits::kAPacked)
+          ptx::tma_load_3d(ss.raw[state.index].a(), a_map, kb * kBlockK / 2, a_row, a_batch, pipe.raw_barrier(state));
+        if constexpr (Traits::kBPacked)
+          ptx::tma_load_3d(ss.raw[state.index].b(), b_map, kb * kBlockK / 2, b_row, b_batch, pipe.raw_barrier(state));
+      }
       pipe.producer_expect_bytes(state, Traits::kStageBytes);
-      ptx::tma_load_3d(ss.stages[state.index].a, a_map, kb * kBlockK, a_row, a_batch, pipe.full_barrier(state));
-      ptx::tma_load_3d(ss.stages[state.index].b, b_map, kb * kBlockK, b_row, b_batch, pipe.full_barrier(state));
+      if constexpr (!Traits::kAPacked)
+        ptx::tma_load_3d(ss.stages[state.index].a, a_map, kb * kBlockK, a_row, a_batch, pipe.full_barrier(state));
+      if constexpr (!Traits::kBPacked)
+        ptx::tma_load_3d(ss.stages[state.index].b, b_map, kb * kBlockK, b_row, b_batch, pipe.full_barrier(state));
       state.advance();
     }
   }
@@ -74,6 +86,16 @@ __device__ __forceinline__ void load_scales(const KernelParams& p, typename Trai
       const auto state = PipelineState<Traits::kStages>::at(step);
       pipe.producer_acquire(state);
       gather_stage_scales<Traits>(p, *g, c, kb, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
+      if constexpr (Traits::kAnyPacked) {
+        const int k_valid = static_cast<int>(g->k - static_cast<std::int64_t>(kb) * kBlockK);
+        pipe.raw_wait(state);
+        if constexpr (Traits::kAPacked)
+          widen_e2m1_tile<Traits::kBlockM>(ss.raw[state.index].a(), ss.stages[state.index].a, k_valid, lane);
+        if constexpr (Traits::kBPacked)
+          widen_e2m1_tile<Traits::kBlockN>(ss.raw[state.index].b(), ss.stages[state.index].b, k_valid, lane);
+        // The consumers' wgmma reads the widened tiles through the async proxy.
+        ptx::fence_proxy_async_shared();
+      }
       pipe.producer_commit(state);
     }
   }
@@ -125,7 +147,7 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
   if (p.status->failed_group != kNoFailure) return;
 
   const int warp = threadIdx.x / 32;
-  const Fp8Pipeline<Traits> pipe{ss.full, ss.empty};
+  const Fp8Pipeline<Traits> pipe{ss.full, ss.empty, Traits::kAnyPacked ? ss.raw_full : nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
     if (!p.per_group_maps) {
@@ -136,7 +158,7 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
   __syncthreads();
 
   if (warp < 4) {
-    ptx::setmaxnreg_dec<kProducerRegisters>();
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
     if (warp == 0) {
       if (threadIdx.x == 0) produce_tiles<Traits>(p, ss, pipe);
     } else {

@@ -22,10 +22,7 @@ inline constexpr int kScaleLoaderWarps = 3;       // warps 1-3 of the producer w
 // a multiple of 8. setmaxnreg then moves registers from the producer warpgroup to the consumers; the
 // total may not exceed what the CTA was launched with, or setmaxnreg.inc waits forever.
 inline constexpr int kLaunchRegisters = 65536 / kKernelThreads / 8 * 8;
-inline constexpr int kProducerRegisters = 112;
 inline constexpr int kConsumerRegisters = 192;
-static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters,
-              "setmaxnreg would ask for more registers than the CTA holds");
 inline constexpr std::size_t kSharedMemoryLimit = 232448;  // sm_90 opt-in maximum per block
 inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keeps float4 reads conflict-free
 
@@ -36,11 +33,23 @@ enum class NamedBarrier : std::uint32_t {
   issue_turn_consumer1 = 4,
 };
 
-template <ptx::Fp8Kind A, ptx::Fp8Kind B, ScaleGranularity Scales, int BlockM, int BlockN>
+// APacked / BPacked: the operand is stored as e2m1 (FP4, two per byte). TMA copies its packed tile into
+// a raw buffer and the scale loaders widen it to e4m3 in the stage (src/core/fp4_to_fp8.hpp), which the
+// FP8 wgmma then reads like any other; kA / kB are then e4m3.
+template <ptx::Fp8Kind A, ptx::Fp8Kind B, ScaleGranularity Scales, int BlockM, int BlockN, bool APacked = false,
+          bool BPacked = false>
 struct Fp8KernelTraits {
   static_assert(BlockM == 64 || BlockM == 128, "consumer warpgroups cover 64 rows each");
+  static_assert(!(APacked || BPacked) || Scales == ScaleGranularity::mx32, "FP4 operands come with MX scales here");
   static constexpr ptx::Fp8Kind kA = A;
   static constexpr ptx::Fp8Kind kB = B;
+  static constexpr bool kAPacked = APacked;
+  static constexpr bool kBPacked = BPacked;
+  static constexpr bool kAnyPacked = APacked || BPacked;
+  // Widening FP4 tiles next to the scale gathers needs the producer warpgroup's whole share.
+  static constexpr int kProducerRegisters = kAnyPacked ? 120 : 112;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters,
+                "setmaxnreg would ask for more registers than the CTA holds");
   static constexpr ScaleGranularity kScales = Scales;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
@@ -55,16 +64,28 @@ struct Fp8KernelTraits {
 
   static constexpr int kScaleSteps = Scales == ScaleGranularity::mx32 ? kBlockK / 32 : 1;
   static constexpr int kSfbPerStage = Scales == ScaleGranularity::mx32 ? kScaleSteps * BlockN : (BlockN + 127) / 128;
-  static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>((BlockM + BlockN) * kBlockK);
+  // Bytes TMA delivers per stage into the stage itself (FP8 operands) and into the raw buffer (FP4).
+  static constexpr std::uint32_t kStageBytes =
+      static_cast<std::uint32_t>(((APacked ? 0 : BlockM) + (BPacked ? 0 : BlockN)) * kBlockK);
+  static constexpr std::uint32_t kRawABytes = APacked ? BlockM * kBlockK / 2 : 0;
+  static constexpr std::uint32_t kRawBBytes = BPacked ? BlockN * kBlockK / 2 : 0;
+  static constexpr std::uint32_t kRawBytes = kRawABytes + kRawBBytes;
 
   struct alignas(1024) Stage {
     std::uint8_t a[BlockM * kBlockK];
     std::uint8_t b[BlockN * kBlockK];
   };
+  // The packed tiles as TMA writes them: row r of A at a + 64 r, of B at b + 64 r (no swizzle).
+  struct alignas(128) RawStage {
+    std::uint8_t bytes[kRawBytes > 0 ? kRawBytes : 128];
+    __device__ std::uint8_t* a() { return bytes; }
+    __device__ std::uint8_t* b() { return bytes + kRawABytes; }
+  };
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kScaleSteps * BlockM + kSfbPerStage);
   static constexpr std::size_t kFixedBytes = sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */;
   static constexpr int kStages = [] {
-    const std::size_t per_stage = sizeof(Stage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
+    const std::size_t per_stage = sizeof(Stage) + (kAnyPacked ? sizeof(RawStage) + sizeof(std::uint64_t) : 0) +
+                                  kStageScaleBytes + 2 * sizeof(std::uint64_t);
     const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
     return static_cast<int>(fit > 8 ? 8 : fit);
   }();
@@ -74,11 +95,13 @@ struct Fp8KernelTraits {
   // sizes before it.
   struct SharedStorage {
     Stage stages[kStages];
+    RawStage raw[kAnyPacked ? kStages : 1];
     alignas(16) float sfa[kStages][kScaleSteps][BlockM];
     alignas(16) float sfb[kStages][kSfbPerStage];
     alignas(16) float epilogue[2][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
+    alignas(8) std::uint64_t raw_full[kAnyPacked ? kStages : 1];  // packed tiles landed (TMA -> scale loaders)
   };
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
   static_assert(kSharedBytes <= kSharedMemoryLimit);

@@ -12,6 +12,7 @@ namespace bsgemm::cuda {
 struct Fp8KernelChoice {
   ScaleGranularity scales = ScaleGranularity::block128;
   ptx::Fp8Kind a = ptx::Fp8Kind::e4m3, b = ptx::Fp8Kind::e4m3;
+  bool a_packed = false, b_packed = false;  // e2m1 in memory, widened to e4m3 on chip (mx32 scales only)
   int block_m = 128, block_n = 128;
 };
 
@@ -24,6 +25,8 @@ int fp8_kernel_stages(const Fp8KernelChoice& choice);
 // Launches the persistent kernel on `grid` CTAs.
 cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+// mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
+cudaError_t launch_mxfp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 
 // Resolves, validates and counts the tiles of every group (one CTA), writing the workspace.
 cudaError_t launch_prepare_groups(const PrepareParams& params, cudaStream_t stream);

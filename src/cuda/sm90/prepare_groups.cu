@@ -86,12 +86,15 @@ __device__ GroupRows group_rows(const PrepareParams& p, int g) {
   return r;
 }
 
-// Copies `map_template` to `map` and points it at one group's tensor: dims (K, rows, batches).
-__device__ void write_group_map(CUtensorMap* map, const CUtensorMap& map_template, const void* data, std::int64_t k,
-                                std::int64_t rows, std::int64_t batches, std::int64_t ld_bytes, std::int64_t batch_bytes) {
+// Copies `map_template` to `map` and points it at one group's tensor: dims (K in bytes, rows, batches);
+// ld and batch stride in elements of `element`.
+__device__ __noinline__ void write_group_map(CUtensorMap* map, const CUtensorMap& map_template, DataType element, const void* data,
+                                std::int64_t k, std::int64_t rows, std::int64_t batches, std::int64_t ld,
+                                std::int64_t batch_stride) {
+  const std::int64_t ld_bytes = bytes_for(element, ld), batch_bytes = bytes_for(element, batch_stride);
   *map = map_template;
   ptx::tensormap_replace_address(map, data);
-  ptx::tensormap_replace_dim<0>(map, static_cast<std::uint32_t>(k));
+  ptx::tensormap_replace_dim<0>(map, static_cast<std::uint32_t>(bytes_for(element, k)));
   ptx::tensormap_replace_dim<1>(map, static_cast<std::uint32_t>(rows));
   ptx::tensormap_replace_dim<2>(map, static_cast<std::uint32_t>(batches));
   ptx::tensormap_replace_stride<0>(map, static_cast<std::uint64_t>(ld_bytes));
@@ -144,11 +147,12 @@ __device__ DeviceGroup make_device_group(const PrepareParams& p, int g, const Gr
   d.alpha = rg.alpha;
   d.beta = rg.beta;
   if (p.spec.layout == GroupLayout::pointer_array && tiles > 0) {
-    // FP8 elements are bytes. With one batch the batch stride is never stepped; give TMA a valid one.
+    // With one batch the batch stride is never stepped; give TMA a valid one.
     const std::int64_t a_batch = rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
     const std::int64_t b_batch = rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
-    write_group_map(p.out_maps + 2 * g, p.a_template, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld, a_batch);
-    write_group_map(p.out_maps + 2 * g + 1, p.b_template, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld, b_batch);
+    write_group_map(p.out_maps + 2 * g, p.a_template, p.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld, a_batch);
+    write_group_map(p.out_maps + 2 * g + 1, p.b_template, p.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld,
+                    b_batch);
   }
   return d;
 }
