@@ -20,6 +20,7 @@
 #include "src/cuda/sm90/epilogue.cuh"
 #include "src/cuda/sm90/fp4_widen.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/mainloop_fp8.cuh"
 #include "src/cuda/sm90/pipeline.cuh"
 #include "src/cuda/sm90/scale_loader.cuh"
@@ -178,6 +179,26 @@ cudaError_t launch_fp8_kernel(const KernelParams& p, int grid, cudaStream_t stre
   if (e != cudaSuccess) return e;
   kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
   return cudaGetLastError();
+}
+
+// The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kFp8Tiles): its
+// launch, and its pipeline depth (for describe_plan).
+template <template <int, int> class TraitsOf>
+cudaError_t launch_for_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<TraitsOf<128, 128>>(params, grid, stream);
+  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<TraitsOf<128, 64>>(params, grid, stream);
+  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<TraitsOf<64, 256>>(params, grid, stream);
+  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<TraitsOf<64, 128>>(params, grid, stream);
+  return cudaErrorInvalidValue;
+}
+
+template <template <int, int> class TraitsOf>
+int stages_for_tile(int block_m, int block_n) {
+  if (block_m == 128 && block_n == 128) return TraitsOf<128, 128>::kStages;
+  if (block_m == 128 && block_n == 64) return TraitsOf<128, 64>::kStages;
+  if (block_m == 64 && block_n == 256) return TraitsOf<64, 256>::kStages;
+  if (block_m == 64 && block_n == 128) return TraitsOf<64, 128>::kStages;
+  return 0;
 }
 
 }  // namespace bsgemm::cuda

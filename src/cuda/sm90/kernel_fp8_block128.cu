@@ -19,11 +19,7 @@ bool fp8_tile_supported(int block_m, int block_n) {
 
 cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   if (choice.a != ptx::Fp8Kind::e4m3 || choice.b != ptx::Fp8Kind::e4m3) return cudaErrorInvalidValue;
-  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<Block128Traits<128, 128>>(params, grid, stream);
-  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<Block128Traits<128, 64>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<Block128Traits<64, 256>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<Block128Traits<64, 128>>(params, grid, stream);
-  return cudaErrorInvalidValue;
+  return launch_for_tile<Block128Traits>(choice, params, grid, stream);
 }
 
 }  // namespace bsgemm::cuda

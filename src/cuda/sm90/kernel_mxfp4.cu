@@ -7,16 +7,15 @@ namespace bsgemm::cuda {
 
 namespace {
 
-template <ptx::Fp8Kind A, bool APacked, int BlockM, int BlockN>
-using Mx4Traits = Fp8KernelTraits<A, ptx::Fp8Kind::e4m3, ScaleGranularity::mx32, BlockM, BlockN, APacked, true>;
+template <ptx::Fp8Kind A, bool APacked>
+struct Mx4Tile {
+  template <int BlockM, int BlockN>
+  using Traits = Fp8KernelTraits<A, ptx::Fp8Kind::e4m3, ScaleGranularity::mx32, BlockM, BlockN, APacked, true>;
+};
 
 template <ptx::Fp8Kind A, bool APacked>
 cudaError_t launch_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<Mx4Traits<A, APacked, 128, 128>>(params, grid, stream);
-  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<Mx4Traits<A, APacked, 128, 64>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<Mx4Traits<A, APacked, 64, 256>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<Mx4Traits<A, APacked, 64, 128>>(params, grid, stream);
-  return cudaErrorInvalidValue;
+  return launch_for_tile<Mx4Tile<A, APacked>::template Traits>(choice, params, grid, stream);
 }
 
 }  // namespace

@@ -6,40 +6,33 @@ namespace bsgemm::cuda {
 
 namespace {
 
-template <ptx::Fp8Kind A, ptx::Fp8Kind B, int BlockM, int BlockN>
-using MxTraits = Fp8KernelTraits<A, B, ScaleGranularity::mx32, BlockM, BlockN>;
+template <ptx::Fp8Kind A, ptx::Fp8Kind B>
+struct MxTile {
+  template <int BlockM, int BlockN>
+  using Traits = Fp8KernelTraits<A, B, ScaleGranularity::mx32, BlockM, BlockN>;
+};
 
 template <ptx::Fp8Kind A, ptx::Fp8Kind B>
 cudaError_t launch_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<MxTraits<A, B, 128, 128>>(params, grid, stream);
-  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<MxTraits<A, B, 128, 64>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<MxTraits<A, B, 64, 256>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<MxTraits<A, B, 64, 128>>(params, grid, stream);
-  return cudaErrorInvalidValue;
+  return launch_for_tile<MxTile<A, B>::template Traits>(choice, params, grid, stream);
 }
 
-template <ScaleGranularity Scales, int BlockM, int BlockN, bool APacked, bool BPacked>
-constexpr int stages_of() {
-  return Fp8KernelTraits<ptx::Fp8Kind::e4m3, ptx::Fp8Kind::e4m3, Scales, BlockM, BlockN, APacked, BPacked>::kStages;
-}
-
-template <ScaleGranularity Scales, bool APacked = false, bool BPacked = false>
-int stages_for_tile(int block_m, int block_n) {
-  if (block_m == 128 && block_n == 128) return stages_of<Scales, 128, 128, APacked, BPacked>();
-  if (block_m == 128 && block_n == 64) return stages_of<Scales, 128, 64, APacked, BPacked>();
-  if (block_m == 64 && block_n == 256) return stages_of<Scales, 64, 256, APacked, BPacked>();
-  if (block_m == 64 && block_n == 128) return stages_of<Scales, 64, 128, APacked, BPacked>();
-  return 0;
-}
+// The pipeline depth does not depend on the FP8 kinds.
+template <ScaleGranularity Scales, bool APacked, bool BPacked>
+struct DepthOf {
+  template <int BlockM, int BlockN>
+  using Traits = Fp8KernelTraits<ptx::Fp8Kind::e4m3, ptx::Fp8Kind::e4m3, Scales, BlockM, BlockN, APacked, BPacked>;
+};
 
 }  // namespace
 
 int fp8_kernel_stages(const Fp8KernelChoice& choice) {
+  const int m = choice.block_m, n = choice.block_n;
   if (choice.scales == ScaleGranularity::block128)
-    return stages_for_tile<ScaleGranularity::block128>(choice.block_m, choice.block_n);
-  if (choice.a_packed) return stages_for_tile<ScaleGranularity::mx32, true, true>(choice.block_m, choice.block_n);
-  if (choice.b_packed) return stages_for_tile<ScaleGranularity::mx32, false, true>(choice.block_m, choice.block_n);
-  return stages_for_tile<ScaleGranularity::mx32>(choice.block_m, choice.block_n);
+    return stages_for_tile<DepthOf<ScaleGranularity::block128, false, false>::Traits>(m, n);
+  if (choice.a_packed) return stages_for_tile<DepthOf<ScaleGranularity::mx32, true, true>::Traits>(m, n);
+  if (choice.b_packed) return stages_for_tile<DepthOf<ScaleGranularity::mx32, false, true>::Traits>(m, n);
+  return stages_for_tile<DepthOf<ScaleGranularity::mx32, false, false>::Traits>(m, n);
 }
 
 cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
