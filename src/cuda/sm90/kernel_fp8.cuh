@@ -141,8 +141,11 @@ template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __grid_constant__ KernelParams p) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ std::uint8_t shared_raw[];
-  // The swizzled TMA tiles need 1024-byte alignment; the launch reserves 1024 extra bytes for it.
-  auto& ss = *reinterpret_cast<Storage*>((reinterpret_cast<std::uintptr_t>(shared_raw) + 1023) & ~std::uintptr_t{1023});
+  // The swizzled TMA tiles need 1024-byte alignment; the launch reserves 1024 extra bytes for it. The
+  // padding is added to the shared array itself (not to an integer address), so that the compiler still
+  // knows every access through `ss` is to shared memory and emits LDS/STS rather than generic loads.
+  const std::uint32_t misalignment = ptx::smem_address(shared_raw) & 1023u;
+  auto& ss = *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
 
   // A device-resident description failed validation: write nothing.
   if (p.status->failed_group != kNoFailure) return;
