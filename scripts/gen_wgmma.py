@@ -7,7 +7,7 @@ spell generically, so the wrappers are generated. Run from the repository root:
 """
 import os
 
-WIDTHS = (32, 64, 128, 256)
+WIDTHS = (64, 128, 256)
 TYPES = ("e4m3", "e5m2")
 
 HEADER = """\

@@ -106,19 +106,35 @@ template <class Traits>
 __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                               const Fp8Pipeline<Traits>& pipe, int consumer) {
   const Fp8Mainloop<Traits> mainloop(consumer);
+  const IssueTurns turns{consumer};
+  const int lane = threadIdx.x % 32;
   PipelineState<Traits::kStages> state;
   TileWalker walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
+  float acc[Traits::kAccumulators];
   float result[Traits::kAccumulators];
+#pragma unroll
+  for (int i = 0; i < Traits::kAccumulators; ++i) acc[i] = 0.0f;
+  turns.start();
   while (walker.next(&c, &g)) {
+#pragma unroll
+    for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
     const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    mainloop.accumulate_tile(ss, pipe, state, k_blocks, result);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      pipe.consumer_wait(state);
+      mainloop.accumulate_stage(ss, state.index, turns, acc, result);
+      // The scales were read into registers and the wgmma reads have completed: release the stage.
+      __syncwarp();
+      if (lane == 0) pipe.consumer_release(state);
+      state.advance();
+    }
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
     store_warpgroup_tile<Traits>(p, *g, c.l, row0, col0, result, &ss.epilogue[consumer][0][0],
                                  static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
   }
+  turns.finish();
 }
 
 template <class Traits>

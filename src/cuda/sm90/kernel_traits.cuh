@@ -29,6 +29,8 @@ inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keep
 enum class NamedBarrier : std::uint32_t {
   epilogue_consumer0 = 1,
   epilogue_consumer1 = 2,
+  issue_turn_consumer0 = 3,
+  issue_turn_consumer1 = 4,
 };
 
 // APacked / BPacked: the operand is stored as e2m1 (FP4, two per byte). TMA copies its packed tile into
