@@ -85,8 +85,10 @@ __device__ __forceinline__ void load_scales(const KernelParams& p, typename Trai
     for (int kb = 0; kb < k_blocks; ++kb, ++step) {
       if (step % kScaleLoaderWarps != loader) continue;
       const auto state = PipelineState<Traits::kStages>::at(step);
+      StageScaleGather<Traits> scales;
+      scales.load(p, *g, c, kb, lane);
       pipe.producer_acquire(state);
-      gather_stage_scales<Traits>(p, *g, c, kb, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
+      scales.store(p, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
       if constexpr (Traits::kAnyPacked) {
         const int k_valid = static_cast<int>(g->k - static_cast<std::int64_t>(kb) * kBlockK);
         pipe.raw_wait(state);

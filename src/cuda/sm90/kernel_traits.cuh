@@ -63,7 +63,10 @@ struct Fp8KernelTraits {
   static_assert(Scales != ScaleGranularity::block128 || kWarpgroupN <= 128);
 
   static constexpr int kScaleSteps = Scales == ScaleGranularity::mx32 ? kBlockK / 32 : 1;
-  static constexpr int kSfbPerStage = Scales == ScaleGranularity::mx32 ? kScaleSteps * BlockN : (BlockN + 127) / 128;
+  // Rows of A scales per stage: one per 32-deep step (mxfp8), or one per 128 columns of the tile with
+  // that block's B scale folded in (fp8-block128; scale_loader.cuh). B scales per stage: mxfp8 only.
+  static constexpr int kSfaSlots = Scales == ScaleGranularity::mx32 ? kScaleSteps : (BlockN + 127) / 128;
+  static constexpr int kSfbPerStage = Scales == ScaleGranularity::mx32 ? kScaleSteps * BlockN : 0;
   // Bytes TMA delivers per stage into the stage itself (FP8 operands) and into the raw buffer (FP4).
   static constexpr std::uint32_t kStageBytes =
       static_cast<std::uint32_t>(((APacked ? 0 : BlockM) + (BPacked ? 0 : BlockN)) * kBlockK);
@@ -81,7 +84,7 @@ struct Fp8KernelTraits {
     __device__ std::uint8_t* a() { return bytes; }
     __device__ std::uint8_t* b() { return bytes + kRawABytes; }
   };
-  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kScaleSteps * BlockM + kSfbPerStage);
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kSfaSlots * BlockM + kSfbPerStage);
   static constexpr std::size_t kFixedBytes = sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */;
   static constexpr int kStages = [] {
     const std::size_t per_stage = sizeof(Stage) + (kAnyPacked ? sizeof(RawStage) + sizeof(std::uint64_t) : 0) +
@@ -96,8 +99,8 @@ struct Fp8KernelTraits {
   struct SharedStorage {
     Stage stages[kStages];
     RawStage raw[kAnyPacked ? kStages : 1];
-    alignas(16) float sfa[kStages][kScaleSteps][BlockM];
-    alignas(16) float sfb[kStages][kSfbPerStage];
+    alignas(16) float sfa[kStages][kSfaSlots][BlockM];
+    alignas(16) float sfb[kStages][kSfbPerStage > 0 ? kSfbPerStage : 1];
     alignas(16) float epilogue[2][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];

@@ -5,7 +5,8 @@
 // scale block gets a fresh accumulator (scale-d = 0 on its first wgmma) that is then added into the
 // fp32 result on the CUDA cores:
 //   fp8-block128: 4 wgmma k32 per stage, then  result += acc * (sa[row] * sb)   (1 FFMA per element;
-//                 sb is one value for all of a warpgroup's columns, which never straddle 128)
+//                 sb is one value for all of a warpgroup's columns, which never straddle 128, and the
+//                 scale loaders store the products)
 //   mxfp8:        per k32:  1 wgmma, then      result += acc * (sa[row] * sb[col])  (FMUL + FFMA)
 // The scales were gathered into shared memory as fp32 by the scale loaders. Each batch of wgmma is
 // issued in turn with the other consumer warpgroup (issue_turns.cuh), so that one warpgroup's promotion
@@ -43,9 +44,12 @@ struct Fp8Mainloop {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
     if constexpr (Traits::kScales == ScaleGranularity::block128) {
-      const float sb = ss.sfb[s][(wg_n * Traits::kWarpgroupN) / 128];
-      const float scale_top = ss.sfa[s][0][frag_row] * sb;
-      const float scale_bottom = ss.sfa[s][0][frag_row + 8] * sb;
+      // The scales (A's times B's, scale_loader.cuh) are read before the wgmma and used after them:
+      // shared-memory reads queue behind the tensor cores' operand traffic, and their latency hides
+      // under the batch.
+      const int block = (wg_n * Traits::kWarpgroupN) / 128;
+      const float scale_top = ss.sfa[s][block][frag_row];
+      const float scale_bottom = ss.sfa[s][block][frag_row + 8];
       turns.wait_turn();
       ptx::fence_accumulators(acc);
       ptx::wgmma_fence();
@@ -62,6 +66,13 @@ struct Fp8Mainloop {
       // Not unrolled: the four steps' descriptors and scale addresses would otherwise all be live at once.
 #pragma unroll 1
       for (int k = 0; k < Traits::kScaleSteps; ++k) {
+        // This step's scales are read before its wgmma and used after it (see above).
+        const float sa_top = ss.sfa[s][k][frag_row];
+        const float sa_bottom = ss.sfa[s][k][frag_row + 8];
+        const float* sfb = &ss.sfb[s][k * Traits::kBlockN + frag_col];
+        float2 sb[kAcc / 4];
+#pragma unroll
+        for (int j = 0; j < kAcc / 4; ++j) sb[j] = *reinterpret_cast<const float2*>(sfb + 8 * j);
         turns.wait_turn();
         ptx::fence_accumulators(acc);
         ptx::wgmma_fence();
@@ -70,16 +81,12 @@ struct Fp8Mainloop {
         turns.pass_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_accumulators(acc);
-        const float sa_top = ss.sfa[s][k][frag_row];
-        const float sa_bottom = ss.sfa[s][k][frag_row + 8];
-        const float* sfb = &ss.sfb[s][k * Traits::kBlockN + frag_col];
 #pragma unroll
         for (int j = 0; j < kAcc / 4; ++j) {
-          const float2 sb = *reinterpret_cast<const float2*>(sfb + 8 * j);
-          result[4 * j + 0] = fmaf(acc[4 * j + 0], sa_top * sb.x, result[4 * j + 0]);
-          result[4 * j + 1] = fmaf(acc[4 * j + 1], sa_top * sb.y, result[4 * j + 1]);
-          result[4 * j + 2] = fmaf(acc[4 * j + 2], sa_bottom * sb.x, result[4 * j + 2]);
-          result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb.y, result[4 * j + 3]);
+          result[4 * j + 0] = fmaf(acc[4 * j + 0], sa_top * sb[j].x, result[4 * j + 0]);
+          result[4 * j + 1] = fmaf(acc[4 * j + 1], sa_top * sb[j].y, result[4 * j + 1]);
+          result[4 * j + 2] = fmaf(acc[4 * j + 2], sa_bottom * sb[j].x, result[4 * j + 2]);
+          result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb[j].y, result[4 * j + 3]);
         }
       }
     }

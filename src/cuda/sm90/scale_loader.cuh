@@ -79,13 +79,14 @@ struct ScaleRows {
     }
   }
 
-  __device__ __forceinline__ void store(DataType type, float* dst, int lane) const {
+  // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here).
+  __device__ __forceinline__ void store(DataType type, float* dst, int lane, float factor = 1.0f) const {
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i)
 #pragma unroll
       for (int s = 0; s < Steps; ++s) {
         const std::uint32_t raw = Steps == 1 ? bits[i] : (bits[i] >> (8 * s)) & 0xFFu;
-        dst[s * Rows + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) : 0.0f;
+        dst[s * Rows + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) * factor : 0.0f;
       }
   }
 };
@@ -96,45 +97,62 @@ __device__ __forceinline__ const std::uint8_t* batch_base(const void* scales, Da
   return static_cast<const std::uint8_t*>(scales) + l * batch_stride * bytes;
 }
 
-// Fills one stage's scales for k-block `kb` (K range [128 kb, 128 kb + 128)) of tile `c` of group g.
+// One stage's scales for k-block `kb` (K range [128 kb, 128 kb + 128)) of tile `c` of group g, in two
+// halves: load() issues the global loads (before the loader waits for the stage to be free, so that
+// their latency hides under that wait), store() decodes them into the stage.
+//   mxfp8:        sfa[step][row] = A's scale of row, sfb[step * BlockN + col] = B's scale of col
+//   fp8-block128: sfa[j][row] = A's scale of row times B's scale of the tile's 128-column block j, so
+//                 that the consumers apply one product per row (no multiply on their critical path)
 template <class Traits>
-__device__ __forceinline__ void gather_stage_scales(const KernelParams& p, const DeviceGroup& g, const core::TileCoord& c,
-                                                    int kb, float* sfa, float* sfb, int lane) {
-  const std::uint8_t* a_base = batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l);
-  const std::uint8_t* b_base = batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l);
-  const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
-  const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
-  if constexpr (Traits::kScales == ScaleGranularity::mx32) {
-    const std::int64_t cols = core::ceil_div(g.k, 32);
-    ScaleRows<Traits::kBlockM, Traits::kScaleSteps> a;
-    a.load(p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, 4 * kb, lane);
-    if constexpr (Traits::kBlockN <= 128) {
-      ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;
-      b.load(p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n, 4 * kb, lane);
+struct StageScaleGather {
+  static constexpr bool kMx = Traits::kScales == ScaleGranularity::mx32;
+  // 256 rows of B in flight next to A's would not fit the producer warps' registers: B after A.
+  static constexpr bool kDeferB = kMx && Traits::kBlockN > 128;
+  ScaleRows<Traits::kBlockM, Traits::kScaleSteps> a;
+  ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;  // mxfp8
+  std::uint32_t b_bits = 0;                           // fp8-block128: lane j < kSfaSlots holds block j's
+  const DeviceGroup* g;
+  const std::uint8_t* b_base;
+  std::int64_t n0, cols;
+  int kb;
+
+  __device__ __forceinline__ void load(const KernelParams& p, const DeviceGroup& group, const core::TileCoord& c,
+                                       int k_block, int lane) {
+    g = &group;
+    kb = k_block;
+    const std::uint8_t* a_base = batch_base(g->sfa, p.sfa_type, g->sfa_batch_stride, c.l);
+    b_base = batch_base(g->sfb, p.sfb_type, g->sfb_batch_stride, c.l);
+    const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+    n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
+    if constexpr (kMx) {
+      cols = core::ceil_div(g->k, 32);
+      a.load(p.sfa_type, p.sfa_layout, a_base, g->sfa_ld, cols, m0, g->m, 4 * kb, lane);
+      if constexpr (!kDeferB) b.load(p.sfb_type, p.sfb_layout, b_base, g->sfb_ld, cols, n0, g->n, 4 * kb, lane);
+    } else {
+      cols = core::ceil_div(g->k, 128);
+      a.load(p.sfa_type, p.sfa_layout, a_base, g->sfa_ld, cols, m0, g->m, kb, lane);
+      // B: one scale per 128 columns. Blocks past N repeat the last one: their columns are discarded.
+      const std::int64_t n_blocks = core::ceil_div(g->n, 128);
+      if (lane < Traits::kSfaSlots) {
+        std::int64_t nb = n0 / 128 + lane;
+        if (nb >= n_blocks) nb = n_blocks - 1;
+        b_bits = load_scale_bits(p.sfb_type == DataType::f32, b_base, scale_offset(p.sfb_layout, nb, kb, cols, g->sfb_ld));
+      }
+    }
+  }
+
+  __device__ __forceinline__ void store(const KernelParams& p, float* sfa, float* sfb, int lane) {
+    if constexpr (kMx) {
       a.store(p.sfa_type, sfa, lane);
+      if constexpr (kDeferB) b.load(p.sfb_type, p.sfb_layout, b_base, g->sfb_ld, cols, n0, g->n, 4 * kb, lane);
       b.store(p.sfb_type, sfb, lane);
     } else {
-      // 256 rows of B in flight at once would not fit the producer warps' registers: B after A.
-      a.store(p.sfa_type, sfa, lane);
-      ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;
-      b.load(p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n, 4 * kb, lane);
-      b.store(p.sfb_type, sfb, lane);
+      const float sb = decode_scale_bits(p.sfb_type, b_bits);
+#pragma unroll
+      for (int j = 0; j < Traits::kSfaSlots; ++j)
+        a.store(p.sfa_type, sfa + j * Traits::kBlockM, lane, __shfl_sync(0xFFFFFFFFu, sb, j));
     }
-  } else {
-    const std::int64_t cols = core::ceil_div(g.k, 128);
-    ScaleRows<Traits::kBlockM, 1> a;
-    a.load(p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, kb, lane);
-    // B: one scale per 128 columns. Blocks past N repeat the last one: their columns are discarded.
-    const std::int64_t n_blocks = core::ceil_div(g.n, 128);
-    std::uint32_t b_bits = 0;
-    if (lane < Traits::kSfbPerStage) {
-      std::int64_t nb = n0 / 128 + lane;
-      if (nb >= n_blocks) nb = n_blocks - 1;
-      b_bits = load_scale_bits(p.sfb_type == DataType::f32, b_base, scale_offset(p.sfb_layout, nb, kb, cols, g.sfb_ld));
-    }
-    a.store(p.sfa_type, sfa, lane);
-    if (lane < Traits::kSfbPerStage) sfb[lane] = decode_scale_bits(p.sfb_type, b_bits);
   }
-}
+};
 
 }  // namespace bsgemm::cuda
