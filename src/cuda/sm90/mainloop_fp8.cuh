@@ -66,13 +66,6 @@ struct Fp8Mainloop {
       // Not unrolled: the four steps' descriptors and scale addresses would otherwise all be live at once.
 #pragma unroll 1
       for (int k = 0; k < Traits::kScaleSteps; ++k) {
-        // This step's scales are read before its wgmma and used after it (see above).
-        const float sa_top = ss.sfa[s][k][frag_row];
-        const float sa_bottom = ss.sfa[s][k][frag_row + 8];
-        const float* sfb = &ss.sfb[s][k * Traits::kBlockN + frag_col];
-        float2 sb[kAcc / 4];
-#pragma unroll
-        for (int j = 0; j < kAcc / 4; ++j) sb[j] = *reinterpret_cast<const float2*>(sfb + 8 * j);
         turns.wait_turn();
         ptx::fence_accumulators(acc);
         ptx::wgmma_fence();
@@ -81,12 +74,16 @@ struct Fp8Mainloop {
         turns.pass_turn();
         ptx::wgmma_wait<0>();
         ptx::fence_accumulators(acc);
+        const float sa_top = ss.sfa[s][k][frag_row];
+        const float sa_bottom = ss.sfa[s][k][frag_row + 8];
+        const float* sfb = &ss.sfb[s][k * Traits::kBlockN + frag_col];
 #pragma unroll
         for (int j = 0; j < kAcc / 4; ++j) {
-          result[4 * j + 0] = fmaf(acc[4 * j + 0], sa_top * sb[j].x, result[4 * j + 0]);
-          result[4 * j + 1] = fmaf(acc[4 * j + 1], sa_top * sb[j].y, result[4 * j + 1]);
-          result[4 * j + 2] = fmaf(acc[4 * j + 2], sa_bottom * sb[j].x, result[4 * j + 2]);
-          result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb[j].y, result[4 * j + 3]);
+          const float2 sb = *reinterpret_cast<const float2*>(sfb + 8 * j);
+          result[4 * j + 0] = fmaf(acc[4 * j + 0], sa_top * sb.x, result[4 * j + 0]);
+          result[4 * j + 1] = fmaf(acc[4 * j + 1], sa_top * sb.y, result[4 * j + 1]);
+          result[4 * j + 2] = fmaf(acc[4 * j + 2], sa_bottom * sb.x, result[4 * j + 2]);
+          result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb.y, result[4 * j + 3]);
         }
       }
     }
