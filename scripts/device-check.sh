@@ -81,12 +81,14 @@ fi
 if want tool && [ $SMOKE_OK = 1 ]; then
   # The reference system's example and variants through the tool; --backend auto must pick the GPU.
   step tool 150 bash -c '
-    for recipe in fp8-block128 mxfp8 mxfp4; do
+    for recipe in fp8-block128 mxfp8 mxfp4 nvfp4; do
       ./build/bsgemm run --recipe "$recipe" --backend auto --c-dtype bf16 --iterations 20 --json "$1/run-$recipe-seed.json" \
         2>&1 | sed "s/^/[$recipe] /"
     done
-    ./build/bsgemm run --a-recipe mxfp8 --b-recipe mxfp4 --backend auto --c-dtype bf16 --iterations 20 \
-      --json "$1/run-mxfp8-mxfp4-seed.json" 2>&1 | sed "s/^/[mxfp8-mxfp4] /"
+    for pair in mxfp8:mxfp4 mxfp8:nvfp4 fp8-block128:nvfp4; do
+      ./build/bsgemm run --a-recipe "${pair%%:*}" --b-recipe "${pair##*:}" --backend auto --c-dtype bf16 --iterations 20 \
+        --json "$1/run-${pair/:/-}-seed.json" 2>&1 | sed "s/^/[${pair/:/-}] /"
+    done
     ./build/bsgemm run --recipe mxfp8 --a-dtype e5m2 --b-dtype e4m3 --backend cuda --iterations 5
     ./build/bsgemm run --recipe fp8-block128 --sf-dtype ue8m0 --backend cuda --layout contiguous \
       --problem-sizes-mnkl "(129,4096,7168,1),(0,4096,7168,1),(1,4096,7168,1),(4097,4096,7168,1)" --iterations 5
@@ -96,7 +98,7 @@ fi
 
 if want bench && [ $SMOKE_OK = 1 ]; then
   # Contiguous for every case; masked (DeepGEMM's decode form) for the decode cases.
-  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,mxfp8:mxfp4}
+  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:nvfp4}
   step bench 300 ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes "$RECIPES" \
     --layouts contiguous --check --json "$OUT/bench-contiguous.json"
   step bench-masked 120 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
@@ -118,6 +120,11 @@ if want probes && [ $SMOKE_OK = 1 ]; then
       ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill-uniform --backend cuda \
         --recipes $r --mma-tiler-mn 128,64 --iterations 10 | sed -n "s/^prefill/tile 128,64 prefill/p"; done'
   note "probes: $(grep -c prefill "$OUT/bench-probes.log") lines in bench-probes.log"
+  # The kernel path the planner does not take, for the recipes that have two (bench/NOTES.md version 7).
+  step bench-paths 120 bash -c 'for rp in mxfp8:bf16 mxfp4:fp8 mxfp8:mxfp4:fp8; do
+      ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes ${rp%:*} --kernel-path ${rp##*:} \
+        --iterations 10 | sed -n "/^\(prefill-uniform\|down\|decode\)/s/^/path ${rp##*:} /p"; done'
+  note "paths: $(grep -c path "$OUT/bench-paths.log") lines in bench-paths.log"
   # DeepSeek's MN-major fp32 scales for A (the layout its quantizers write), for comparison.
   step bench-mn-major 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill --backend cuda \
     --recipes fp8-block128 --scale-layout mn-major --json "$OUT/bench-mn-major.json"

@@ -31,8 +31,19 @@ enum class Backend : std::uint8_t { automatic, cpu, cuda };
 const char* to_string(Backend b);
 bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
 
+// How the CUDA back end multiplies block-scaled operands on Hopper (which has FP8 tensor cores only).
+enum class KernelPath : std::uint8_t {
+  automatic,  // the planner's choice: fp8 for fp8-block128 and mxfp8, bf16 for every recipe with FP4
+  fp8,        // FP8 wgmma, scales applied in fp32 per scale block (FP4 widened exactly to e4m3: MX only)
+  bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma, no promotion
+};
+
+const char* to_string(KernelPath p);
+bool parse(std::string_view text, KernelPath* out);  // "auto", "fp8", "bf16"
+
 struct RunOptions {
   Backend backend = Backend::automatic;
+  KernelPath path = KernelPath::automatic;  // CUDA
   int tile_m = 0, tile_n = 0;        // CUDA: output tile per CTA; 0 lets the planner choose
   int cluster_m = 1, cluster_n = 1;  // CUDA: thread-block cluster shape; this version runs 1x1 only
   int cpu_threads = 0;               // CPU: worker threads; 0 = all hardware threads

@@ -103,6 +103,12 @@ constexpr Spelling<Backend> kBackends[] = {
     {"cuda", Backend::cuda},
 };
 
+constexpr Spelling<KernelPath> kKernelPaths[] = {
+    {"auto", KernelPath::automatic},
+    {"fp8", KernelPath::fp8},
+    {"bf16", KernelPath::bf16},
+};
+
 constexpr Spelling<StatusCode> kStatusCodes[] = {
     {"success", StatusCode::success},
     {"invalid_argument", StatusCode::invalid_argument},
@@ -131,6 +137,9 @@ bool parse(std::string_view text, GroupLayout* out) { return parse_with(kGroupLa
 
 const char* to_string(Backend b) { return name_of(kBackends, b); }
 bool parse(std::string_view text, Backend* out) { return parse_with(kBackends, text, out); }
+
+const char* to_string(KernelPath p) { return name_of(kKernelPaths, p); }
+bool parse(std::string_view text, KernelPath* out) { return parse_with(kKernelPaths, text, out); }
 
 const char* to_string(StatusCode c) { return name_of(kStatusCodes, c); }
 

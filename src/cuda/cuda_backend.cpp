@@ -48,6 +48,29 @@ bool is_mx_with_fp4(const GemmArguments& a) {
   return a.b_type.recipe == Recipe::mxfp4 && (a.a_type.recipe == Recipe::mxfp4 || a.a_type.recipe == Recipe::mxfp8);
 }
 bool is_packed(const OperandType& t) { return t.element == DataType::e2m1; }
+bool is_fp4(Recipe r) { return r == Recipe::mxfp4 || r == Recipe::nvfp4; }
+
+// What the FP8 kernel runs: FP8 wgmma with the scales applied in fp32 per scale block.
+bool fp8_path_runs(const GemmArguments& a) { return is_block128(a) || is_mxfp8(a) || is_mx_with_fp4(a); }
+// What the decoding kernel runs: FP4 weights with FP8 activations (mxfp8 or fp8-block128) or FP4
+// activations of the same recipe, and mxfp8 (kernel_decode_*.cu instantiate these).
+bool bf16_path_runs(const GemmArguments& a) {
+  const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
+  return (is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8 || ra == Recipe::fp8_block128)) || is_mxfp8(a);
+}
+// The planner's path: bf16 for every recipe with FP4 (bench/NOTES.md, version 7), fp8 for the FP8 ones.
+bool use_bf16_path(const GemmArguments& a, const RunOptions& options) {
+  if (options.path != KernelPath::automatic) return options.path == KernelPath::bf16;
+  return is_fp4(a.b_type.recipe);
+}
+
+ScaleGranularity granularity_of(Recipe r) {
+  switch (r) {
+    case Recipe::fp8_block128: return ScaleGranularity::block128;
+    case Recipe::nvfp4: return ScaleGranularity::nv16;
+    default: return ScaleGranularity::mx32;
+  }
+}
 
 ptx::Fp8Kind fp8_kind(DataType t) { return t == DataType::e5m2 ? ptx::Fp8Kind::e5m2 : ptx::Fp8Kind::e4m3; }
 
@@ -157,6 +180,9 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   plan.kernel.b = fp8_kind(args.b_type.element);
   plan.kernel.a_packed = is_packed(args.a_type);
   plan.kernel.b_packed = is_packed(args.b_type);
+  plan.kernel.decode = use_bf16_path(args, options);
+  plan.kernel.a_scales = granularity_of(args.a_type.recipe);
+  plan.kernel.b_scales = granularity_of(args.b_type.recipe);
   if (options.tile_m != 0 || options.tile_n != 0) {
     plan.kernel.block_m = options.tile_m;
     plan.kernel.block_n = options.tile_n;
@@ -164,7 +190,8 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   } else {
     choose_tile(args, &plan);
   }
-  plan.stages = fp8_kernel_stages(plan.kernel);
+  plan.stages = plan.kernel.decode ? std::max(decode_fp4_stages(plan.kernel), decode_mixed_stages(plan.kernel))
+                                   : fp8_kernel_stages(plan.kernel);
   plan.grid = sm_count();
   return plan;
 }
@@ -187,11 +214,11 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_function() {
 }
 
 // A 3-D map over the bytes of an operand: dims (K in bytes, rows, batches), the box one k-block of
-// `box_rows` rows, zero fill outside the tensor. FP8 operands land 128-byte swizzled (what the wgmma
-// descriptors expect); FP4 operands (64 bytes per k-block row) land plainly, for the scale loaders to
-// widen. ld and batch_stride are in elements.
+// `box_rows` rows, zero fill outside the tensor. For the FP8 kernel FP8 operands land 128-byte swizzled
+// (what the wgmma descriptors expect); FP4 operands (64 bytes per k-block row), and every operand of the
+// decoding kernel, land plainly, to be widened or decoded on chip. ld and batch_stride are in elements.
 Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, std::int64_t k, std::int64_t rows,
-                          std::int64_t batches, std::int64_t ld, std::int64_t batch_stride, int box_rows) {
+                          std::int64_t batches, std::int64_t ld, std::int64_t batch_stride, int box_rows, bool decode) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
   if (encode == nullptr)
     return Status::error(StatusCode::cuda_error, -1, "", "the driver does not provide cuTensorMapEncodeTiled");
@@ -205,7 +232,7 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   const cuuint32_t element_strides[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(data), dims, strides, box,
                             element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                            packed ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
+                            packed || decode ? CU_TENSOR_MAP_SWIZZLE_NONE : CU_TENSOR_MAP_SWIZZLE_128B,
                             CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
     return Status::error(StatusCode::cuda_error, -1, "", "cuTensorMapEncodeTiled failed with CUresult " + std::to_string(r));
@@ -239,12 +266,20 @@ bool device_available() {
 }
 
 Status can_implement(const GemmArguments& args, const RunOptions& options) {
-  if (!is_block128(args) && !is_mxfp8(args) && !is_mx_with_fp4(args))
+  if (!fp8_path_runs(args) && !bf16_path_runs(args))
     return Status::error(StatusCode::not_supported, -1, "b_type.recipe",
-                         std::string("the cuda back end runs fp8-block128, mxfp8 and mxfp4 (A and B of the same recipe) "
-                                     "and mxfp8 x mxfp4; ") +
+                         std::string("the cuda back end runs fp8-block128, mxfp8, mxfp4 and nvfp4 (A and B of the same "
+                                     "recipe) and FP8 activations (mxfp8, fp8-block128) with FP4 weights (mxfp4, nvfp4); ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) +
                              " runs on the cpu back end (--backend cpu)");
+  if (options.path == KernelPath::fp8 && !fp8_path_runs(args))
+    return Status::error(StatusCode::not_supported, -1, "path",
+                         std::string("kernel path fp8 runs fp8-block128, mxfp8, mxfp4 and mxfp8 x mxfp4, not ") +
+                             to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use bf16 or auto");
+  if (options.path == KernelPath::bf16 && !bf16_path_runs(args))
+    return Status::error(StatusCode::not_supported, -1, "path",
+                         std::string("kernel path bf16 runs the recipes with FP4 weights and mxfp8, not ") +
+                             to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
   if (args.a_major != Major::k)
     return Status::error(StatusCode::not_supported, -1, "a_major",
                          "the cuda back end needs A k-major: Hopper's FP8 tensor cores read both operands K-major");
@@ -324,6 +359,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   kernel.sfb_type = args.b_type.scale;
   kernel.sfa_layout = args.a_type.scale_layout;
   kernel.sfb_layout = args.b_type.scale_layout;
+  kernel.a_element = args.a_type.element;
+  kernel.b_element = args.b_type.element;
 
   const bool host = args.descriptions == MemoryLocation::host;
   if (args.layout == GroupLayout::pointer_array) {
@@ -335,11 +372,11 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     }
     // Templates: everything but address, dims and strides, which the prepare kernel fills per group.
     if (Status s = encode_operand_map(&prepare.a_template, args.a_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      plan.kernel.block_m);
+                                      plan.kernel.block_m, plan.kernel.decode);
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      plan.kernel.block_n);
+                                      plan.kernel.block_n, plan.kernel.decode);
         !s.ok())
       return s;
   } else {
@@ -373,20 +410,28 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     const std::int64_t a_batches = masked ? groups : 1;
     const std::int64_t a_batch_stride = masked ? whole.a.batch_stride : whole.a.ld * std::max<std::int64_t>(args.moe.rows, 1);
     if (Status s = encode_operand_map(&kernel.a_map, args.a_type.element, args.moe.a, args.moe.k, args.moe.rows, a_batches,
-                                      whole.a.ld, a_batch_stride, plan.kernel.block_m);
+                                      whole.a.ld, a_batch_stride, plan.kernel.block_m, plan.kernel.decode);
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&kernel.b_map, args.b_type.element, args.moe.b, args.moe.k, args.moe.n, groups,
-                                      whole.b.ld, whole.b.batch_stride, plan.kernel.block_n);
+                                      whole.b.ld, whole.b.batch_stride, plan.kernel.block_n, plan.kernel.decode);
         !s.ok())
       return s;
   }
 
   cudaError_t e = launch_prepare_groups(prepare, stream);
   if (e != cudaSuccess) return cuda_failure(e, "launching the prepare kernel");
-  if (plan.kernel.a_packed || plan.kernel.b_packed) e = launch_mxfp4(plan.kernel, kernel, plan.grid, stream);
-  else if (plan.kernel.scales == ScaleGranularity::mx32) e = launch_mxfp8(plan.kernel, kernel, plan.grid, stream);
-  else e = launch_fp8_block128(plan.kernel, kernel, plan.grid, stream);
+  if (plan.kernel.decode) {
+    if (!launch_decode_fp4(plan.kernel, kernel, plan.grid, stream, &e) &&
+        !launch_decode_mixed(plan.kernel, kernel, plan.grid, stream, &e))
+      e = cudaErrorInvalidValue;
+  } else if (plan.kernel.a_packed || plan.kernel.b_packed) {
+    e = launch_mxfp4(plan.kernel, kernel, plan.grid, stream);
+  } else if (plan.kernel.scales == ScaleGranularity::mx32) {
+    e = launch_mxfp8(plan.kernel, kernel, plan.grid, stream);
+  } else {
+    e = launch_fp8_block128(plan.kernel, kernel, plan.grid, stream);
+  }
   if (e != cudaSuccess) return cuda_failure(e, "launching the sm_90a grouped GEMM kernel");
   return Status::success();
 }
@@ -413,7 +458,8 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& options) 
   std::string s = "sm_90a ";
   s += to_string(args.a_type.recipe);
   if (args.b_type.recipe != args.a_type.recipe) s += std::string(" x ") + to_string(args.b_type.recipe);
-  if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
+  if (plan.kernel.decode) s += " (decoded to bf16 on chip, BF16 wgmma)";
+  else if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
   s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
        " stages, 1 TMA warp + 3 scale-loader warps + 2 consumer warpgroups, " + std::to_string(plan.grid) +

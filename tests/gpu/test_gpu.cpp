@@ -34,10 +34,11 @@ using testing::WorkloadSpec;
     if (!cuda_device_available()) GTEST_SKIP() << "no sm_90 GPU visible"; \
   } while (0)
 
-// One operand configuration of the FP8 recipes the GPU runs.
+// One operand configuration the GPU runs, and the kernel path it takes (automatic: the planner's).
 struct RecipeVariant {
   const char* name;
   OperandType a, b;
+  KernelPath path = KernelPath::automatic;
 };
 
 OperandType fp8(Recipe r, DataType element, DataType scale, ScaleLayout layout = ScaleLayout::linear) {
@@ -61,13 +62,30 @@ std::vector<RecipeVariant> recipe_variants() {
        fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)},
       {"mxfp8_e5m2_e5m2", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
        fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major)},
-      // FP4, widened to e4m3 on chip; Blackwell checkpoints store the scales in the blocked layout.
+      // FP4, decoded to bf16 on chip (the planner's path); Blackwell checkpoints store the scales in the
+      // blocked layout.
       {"mxfp4", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4)},
+      {"nvfp4", fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3)},
       {"mxfp8_e4m3_x_mxfp4", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4)},
       {"mxfp8_e5m2_x_mxfp4", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0),
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::mn_major)},
+      {"mxfp8_e4m3_x_nvfp4", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4)},
+      {"block128_x_mxfp4", fp8(Recipe::fp8_block128, DataType::e4m3, DataType::f32),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0)},
+      {"block128_x_nvfp4", fp8(Recipe::fp8_block128, DataType::e4m3, DataType::f32, ScaleLayout::mn_major),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::mn_major)},
+      // The other kernel path of the recipes that have two: FP4 widened to e4m3 for the FP8 kernel, and
+      // mxfp8 decoded to bf16.
+      {"mxfp4_fp8_path", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4), KernelPath::fp8},
+      {"mxfp8_e5m2_x_mxfp4_fp8_path", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::mn_major), KernelPath::fp8},
+      {"mxfp8_e4m3_e5m2_bf16_path", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
+       fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0), KernelPath::bf16},
   };
 }
 
@@ -79,9 +97,11 @@ struct RunResult {
 void expect_untouched(const HostWorkload& w) { EXPECT_EQ(testing::written_outside_groups(w), ""); }
 
 // Runs `spec` on the GPU and checks it against the fp64 reference.
-RunResult run_and_check(const std::string& variant, const WorkloadSpec& spec, MemoryLocation descriptions,
+RunResult run_and_check(const RecipeVariant& v, const WorkloadSpec& spec, MemoryLocation descriptions,
                         RunOptions options = {}) {
+  const std::string variant = v.name;
   options.backend = Backend::cuda;
+  options.path = v.path;
   // Said before the run, so that a log cut short by a hang still names the case.
   std::cout << "run " << variant << " " << to_string(spec.layout) << " " << to_string(spec.d_type) << " seed " << spec.seed
             << std::endl;
@@ -135,12 +155,12 @@ TEST(GpuMatrix, EveryRecipeOutputAndLayout) {
     for (DataType d : {DataType::f32, DataType::f16, DataType::bf16}) {
       // Ragged in M, N and K (K not a multiple of 128), an empty group and a one-row group.
       const auto moe = moe_groups({129, 0, 1, 70, 200}, 200, 320);
-      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, d, moe, ++seed), MemoryLocation::host);
+      run_and_check(v, make_spec(v, GroupLayout::contiguous, d, moe, ++seed), MemoryLocation::host);
       WorkloadSpec masked = make_spec(v, GroupLayout::masked, d, moe, ++seed);
       masked.moe_rows = 256;
-      run_and_check(v.name, masked, MemoryLocation::device);
+      run_and_check(v, masked, MemoryLocation::device);
       const std::vector<GroupShape> ptr = {{129, 200, 320, 1}, {0, 64, 128, 1}, {7, 136, 96, 2}, {64, 8, 448, 1}};
-      run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, d, ptr, ++seed), MemoryLocation::host);
+      run_and_check(v, make_spec(v, GroupLayout::pointer_array, d, ptr, ++seed), MemoryLocation::host);
     }
 }
 
@@ -152,7 +172,7 @@ TEST(GpuShapes, GroupSizesZeroOneSevenSixtyFour129And4097) {
   for (const RecipeVariant& v : recipe_variants()) {
     WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({0, 1, 7, 64, 129, 4097}, 256, 256), ++seed);
     s.moe_rows = 4097 + 129 + 64 + 7 + 1 + 300;  // capacity past the last group: must stay untouched
-    run_and_check(v.name, s, MemoryLocation::device);
+    run_and_check(v, s, MemoryLocation::device);
   }
 }
 
@@ -163,7 +183,7 @@ TEST(GpuShapes, KNotAMultipleOfTheBlock) {
     for (std::int32_t k : {16, 48, 100, 200, 2880 / 8 + 16}) {
       WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f32, {{77, 150, k, 1}, {130, 64, k, 1}}, ++seed);
       s.padded_strides = (k % 3) == 0;
-      run_and_check(v.name, s, MemoryLocation::host);
+      run_and_check(v, s, MemoryLocation::host);
     }
 }
 
@@ -177,19 +197,19 @@ TEST(GpuShapes, ManyGroups) {
   }
   std::uint64_t seed = 4000;
   for (const RecipeVariant& v : recipe_variants()) {
-    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
                   MemoryLocation::device);
     WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 64, 160), ++seed);
     masked.moe_rows = 48;
-    run_and_check(v.name, masked, MemoryLocation::host);
+    run_and_check(v, masked, MemoryLocation::host);
   }
 }
 
 TEST(GpuShapes, OneHugeGroup) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 5000;
-  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[2]})
-    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{8192, 256, 320, 1}}, ++seed),
+  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[2], recipe_variants()[6]})
+    run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::bf16, {{8192, 256, 320, 1}}, ++seed),
                   MemoryLocation::host);
 }
 
@@ -199,7 +219,7 @@ TEST(GpuShapes, BatchedPointerArrayWithStrides) {
   for (const RecipeVariant& v : recipe_variants()) {
     WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f16, {{65, 130, 256, 3}, {200, 64, 160, 2}, {0, 8, 32, 4}}, ++seed);
     s.padded_strides = true;
-    run_and_check(v.name, s, MemoryLocation::device);
+    run_and_check(v, s, MemoryLocation::device);
   }
 }
 
@@ -213,10 +233,10 @@ TEST(GpuShapes, MMajorOutputAndBetaC) {
       s.beta = 0.75f;
       s.alpha = -1.5f;
       if (layout == GroupLayout::masked) s.moe_rows = 160;
-      run_and_check(v.name, s, MemoryLocation::host);
+      run_and_check(v, s, MemoryLocation::host);
       s.d_major = Major::n;
       s.seed = ++seed;
-      run_and_check(v.name, s, MemoryLocation::device);
+      run_and_check(v, s, MemoryLocation::device);
     }
 }
 
@@ -226,8 +246,8 @@ TEST(GpuShapes, OffsetsWithLeadingZeroAndInt64) {
   WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({40, 300, 0, 17}, 256, 384), 8000);
   s.offsets_start_with_zero = true;
   s.offsets_type = IndexType::i64;
-  run_and_check(v.name, s, MemoryLocation::device);
-  run_and_check(v.name, s, MemoryLocation::host);
+  run_and_check(v, s, MemoryLocation::device);
+  run_and_check(v, s, MemoryLocation::host);
 }
 
 // Every tile shape the kernel is built for, forced through RunOptions (--mma-tiler-mn).
@@ -239,7 +259,7 @@ TEST(GpuTiles, EveryTileShape) {
       RunOptions o;
       o.tile_m = tile.first;
       o.tile_n = tile.second;
-      run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
+      run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
                     MemoryLocation::device, o);
     }
 }
@@ -295,7 +315,7 @@ TEST(GpuDeviceSide, InvalidDeviceSizesAreReportedAndNothingIsWritten) {
 // same device arrays; each replay is checked against the reference for its sizes.
 TEST(GpuDeviceSide, CudaGraphCaptureAndReplayWithNewSizes) {
   SKIP_WITHOUT_GPU();
-  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[3]})
+  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[3], recipe_variants()[7]})
     for (GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
       WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({100, 3, 64, 250}, 192, 256), 11000);
       s.moe_rows = layout == GroupLayout::masked ? 256 : 512;
@@ -376,6 +396,13 @@ TEST(GpuErrors, UnsupportedOnTheCudaBackEndIsReportedBeforeLaunch) {
   st = run(a, RunOptions{Backend::cuda}, device.workspace(), device.workspace_bytes());
   EXPECT_EQ(st.code, StatusCode::not_supported);
   EXPECT_EQ(st.field, "a_major");
+  // fp8-block128 has no bf16 path.
+  o = RunOptions{};
+  o.backend = Backend::cuda;
+  o.path = KernelPath::bf16;
+  st = device.run(o);
+  EXPECT_EQ(st.code, StatusCode::not_supported);
+  EXPECT_EQ(st.field, "path");
 }
 
 // The reduced suite compute-sanitizer runs (memcheck, racecheck, synccheck): every recipe variant, every
@@ -384,12 +411,12 @@ TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 13000;
   for (const RecipeVariant& v : recipe_variants()) {
-    run_and_check(v.name, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 70}, 136, 200), ++seed),
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 70}, 136, 200), ++seed),
                   MemoryLocation::device);
     WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::f16, moe_groups({5, 64}, 72, 160), ++seed);
     masked.moe_rows = 80;
-    run_and_check(v.name, masked, MemoryLocation::host);
-    run_and_check(v.name, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
+    run_and_check(v, masked, MemoryLocation::host);
+    run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
                   MemoryLocation::device);
   }
 }

@@ -221,6 +221,7 @@ constexpr OptionSpec kRunOptions[] = {
     {"use-cold-l2", "", "cuda: rotate through copies of the inputs so that every timed run starts with a cold L2"},
     {"backend", "NAME", "auto (default: cuda when an sm_90 GPU is usable, else cpu), cpu or cuda"},
     {"descriptions", "WHERE", "cuda: group descriptions in host (default) or device memory"},
+    {"kernel-path", "PATH", "cuda: fp8 (FP8 wgmma + fp32 promotion) or bf16 (decode to bf16); default auto"},
     {"mma-tiler-mn", "M,N", "cuda: output tile per CTA (default: the planner's choice)"},
     {"cluster-shape-mn", "X,Y", "cuda: thread-block cluster shape (default 1,1)"},
     {"threads", "N", "CPU threads for quantizing, the CPU back end and checking (default 0: all)"},
@@ -240,6 +241,7 @@ constexpr OptionSpec kBenchOptions[] = {
     {"iterations", "N", "timed runs per case; the median is reported (default 20)"},
     {"warm-l2", "", "cuda: reuse one copy of the inputs (default: rotate copies so that L2 is cold)"},
     {"check", "", "check every case (expected values: exact when small, else the CPU back end)"},
+    {"kernel-path", "PATH", "cuda: fp8 or bf16 (default auto)"},
     {"mma-tiler-mn", "M,N", "cuda: output tile per CTA"},
     {"cluster-shape-mn", "X,Y", "cuda: thread-block cluster shape"},
     {"threads", "N", "CPU threads (default 0: all)"},
@@ -265,6 +267,7 @@ void parse_tile_options(const ParsedOptions& options, RunOptions* run_options) {
     run_options->cluster_n = y;
   }
   if (const std::string* text = options.find("backend")) run_options->backend = parse_backend("backend", *text);
+  if (const std::string* text = options.find("kernel-path")) run_options->path = parse_kernel_path("kernel-path", *text);
   run_options->cpu_threads = parse_count(options, "threads", 0, 0);
 }
 
@@ -450,6 +453,12 @@ GroupLayout parse_group_layout(std::string_view option, std::string_view text) {
 Backend parse_backend(std::string_view option, std::string_view text) {
   if (auto b = lookup(kBackendNames, text)) return *b;
   bad_value(option, text, "a back end: auto, cpu, cuda");
+}
+
+KernelPath parse_kernel_path(std::string_view option, std::string_view text) {
+  KernelPath path;
+  if (parse(lowercase(trim(text)), &path)) return path;
+  bad_value(option, text, "a kernel path: auto, fp8, bf16");
 }
 
 Major parse_major(std::string_view option, std::string_view text, Major first, Major second) {

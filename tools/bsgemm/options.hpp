@@ -83,6 +83,7 @@ Recipe parse_recipe(std::string_view option, std::string_view text);
 ScaleLayout parse_scale_layout(std::string_view option, std::string_view text);
 GroupLayout parse_group_layout(std::string_view option, std::string_view text);
 Backend parse_backend(std::string_view option, std::string_view text);
+KernelPath parse_kernel_path(std::string_view option, std::string_view text);
 // One of the two majors `first` and `second` allows (A: m|k, B: n|k, C/D: m|n).
 Major parse_major(std::string_view option, std::string_view text, Major first, Major second);
 

@@ -62,6 +62,8 @@ void print_configuration(const RunConfig& config, std::ostream& out) {
   out << "  B             " << describe_operand(spec.b_type, spec.b_major) << "\n";
   out << "  C, D          " << to_string(spec.d_type) << ", " << to_string(spec.d_major) << "-major; alpha " << spec.alpha
       << ", beta " << spec.beta << (spec.beta != 0 ? " (C is read)" : " (C is not read)") << "\n";
+  if (config.run_options.path != KernelPath::automatic)
+    out << "  kernel path   " << to_string(config.run_options.path) << "\n";
   if (config.run_options.tile_m != 0)
     out << "  mma tiler     " << config.run_options.tile_m << "," << config.run_options.tile_n << "\n";
   if (config.run_options.cluster_m != 1 || config.run_options.cluster_n != 1)

@@ -50,4 +50,9 @@ struct WgmmaFp8;
 
 #include "src/cuda/ptx/wgmma_fp8.inc"
 
+template <int N>
+struct WgmmaBf16;
+
+#include "src/cuda/ptx/wgmma_bf16.inc"
+
 }  // namespace bsgemm::ptx

@@ -12,8 +12,12 @@ namespace bsgemm::cuda {
 struct Fp8KernelChoice {
   ScaleGranularity scales = ScaleGranularity::block128;
   ptx::Fp8Kind a = ptx::Fp8Kind::e4m3, b = ptx::Fp8Kind::e4m3;
-  bool a_packed = false, b_packed = false;  // e2m1 in memory, widened to e4m3 on chip (mx32 scales only)
+  bool a_packed = false, b_packed = false;  // e2m1 in memory
   int block_m = 128, block_n = 128;
+  // The decoding kernel (kernel_decode.cuh): operands decoded to bf16 with each operand's own scales.
+  // Without it, FP4 operands are widened to e4m3 for the FP8 kernel (mx32 scales only).
+  bool decode = false;
+  ScaleGranularity a_scales = ScaleGranularity::mx32, b_scales = ScaleGranularity::mx32;
 };
 
 // The tile shapes the FP8 kernel is built for (block_m x block_n).
@@ -27,6 +31,15 @@ cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParam
 cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
 cudaError_t launch_mxfp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+
+// The decoding kernel: FP4 x FP4 (kernel_decode_fp4.cu), and FP8 activations with FP4 weights or
+// mxfp8 x mxfp8 (kernel_decode_mixed.cu). false when the file has no instantiation for the choice.
+bool launch_decode_fp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+                       cudaError_t* result);
+bool launch_decode_mixed(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+                         cudaError_t* result);
+int decode_fp4_stages(const Fp8KernelChoice& choice);
+int decode_mixed_stages(const Fp8KernelChoice& choice);
 
 // Resolves, validates and counts the tiles of every group (one CTA), writing the workspace.
 cudaError_t launch_prepare_groups(const PrepareParams& params, cudaStream_t stream);

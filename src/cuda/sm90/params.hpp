@@ -15,8 +15,14 @@ namespace bsgemm::cuda {
 // How often the block scales change along K inside one 128-deep stage.
 enum class ScaleGranularity : std::uint8_t {
   block128,  // fp8-block128: one scale per 128 of K (A per row, B per 128 columns)
-  mx32,      // mxfp8: one scale per 32 of K, per row of A and per column of B
+  mx32,      // mxfp8, mxfp4: one scale per 32 of K, per row of A and per column of B
+  nv16,      // nvfp4: one scale per 16 of K, per row of A and per column of B
 };
+
+// Scales per row (or column) of an operand in one 128-deep stage.
+constexpr int scale_steps(ScaleGranularity g) {
+  return g == ScaleGranularity::nv16 ? 8 : g == ScaleGranularity::mx32 ? 4 : 1;
+}
 
 // One group, resolved by the prepare kernel, as the main kernel reads it.
 struct alignas(16) DeviceGroup {
@@ -64,6 +70,7 @@ struct KernelParams {
   bool has_c;
   DataType sfa_type, sfb_type;
   ScaleLayout sfa_layout, sfb_layout;
+  DataType a_element, b_element;  // the decoding kernel's operand types (e4m3, e5m2, e2m1)
 };
 
 // The prepare kernel's parameters.

@@ -33,16 +33,19 @@ __device__ __forceinline__ float decode_scale_bits(DataType t, std::uint32_t bit
 // The scales of `Rows` consecutive rows starting at row0, at scale columns col0 .. col0 + Steps - 1:
 // load() issues every load of the lane at once, store() decodes and writes dst[step * Rows + row].
 // Rows at or beyond valid_rows and columns at or beyond cols give 0 (their A/B data is zero-filled or
-// discarded, and 0 keeps garbage out of the sums). A row's offset is computed once: its Steps columns
-// are then `step` elements apart (col0 is a multiple of Steps, so in the blocked layout they share one
-// 4-column atom). Four steps per stage only occur with 8-bit scales (the MX recipes): their codes are
-// packed four to a register, which keeps 32 loads per lane in flight without spilling.
+// discarded, and 0 keeps garbage out of the sums). Steps is 1 (one scale per stage, fp32 or 8-bit), 4
+// or 8 (8-bit codes, the MX and NV recipes): the codes of a row go four to a register, one 32-bit load
+// each where the layout keeps four columns together (linear, and the blocked layout's 4-column atoms:
+// col0 is a multiple of 4), byte loads otherwise (mn-major, a row end inside the stage, an unaligned
+// row). All loads are issued before any is used, which keeps them in flight together without spilling.
 template <int Rows, int Steps>
 struct ScaleRows {
-  static_assert(Rows % 32 == 0 && (Steps == 1 || Steps == 4));
+  static_assert(Rows % 32 == 0 && (Steps == 1 || Steps == 4 || Steps == 8));
   static constexpr int kRowsPerLane = Rows / 32;
-  std::uint32_t bits[kRowsPerLane];  // Steps == 1: the raw scale; Steps == 4: four 8-bit codes
-  std::uint32_t valid = 0;           // bit i * Steps + s: element (i, s) exists
+  static constexpr int kWords = Steps == 1 ? 1 : Steps / 4;
+  std::uint32_t bits[kRowsPerLane][kWords];  // Steps == 1: the raw scale; else four 8-bit codes per word
+  std::uint64_t valid = 0;                   // bit i * Steps + s: element (i, s) exists
+  static_assert(kRowsPerLane * Steps <= 64);
 
   __device__ __forceinline__ void load(DataType type, ScaleLayout layout, const std::uint8_t* base, std::int64_t ld,
                                        std::int64_t cols, std::int64_t row0, std::int64_t valid_rows, std::int64_t col0,
@@ -54,27 +57,32 @@ struct ScaleRows {
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       const std::int64_t row = row0 + lane + 32 * i;
-      const std::int64_t at = scale_offset(layout, row, col0, cols, ld);
       const bool row_ok = row < valid_rows;
-      bits[i] = 0;
+#pragma unroll
+      for (int w = 0; w < kWords; ++w) bits[i][w] = 0;
       if constexpr (Steps == 1) {
-        if (row_ok && valid_steps > 0) bits[i] = load_scale_bits(is_f32, base, at);
-        valid |= static_cast<std::uint32_t>(row_ok && valid_steps > 0) << i;
+        const std::int64_t at = scale_offset(layout, row, col0, cols, ld);
+        if (row_ok && valid_steps > 0) bits[i][0] = load_scale_bits(is_f32, base, at);
+        valid |= static_cast<std::uint64_t>(row_ok && valid_steps > 0) << i;
       } else {
-        // The four codes of a row are adjacent in the linear and blocked layouts: one 32-bit load. The
-        // mn-major layout, a row end inside the stage or an unaligned row takes four byte loads.
-        const bool word = step == 1 && valid_steps >= 4 && (reinterpret_cast<std::uintptr_t>(base + at) & 3u) == 0;
-        if (row_ok && word) {
-          bits[i] = __ldg(reinterpret_cast<const std::uint32_t*>(base + at));
-        } else if (row_ok) {
-          std::uint32_t code[Steps];
 #pragma unroll
-          for (int s = 0; s < Steps; ++s) code[s] = s < valid_steps ? __ldg(base + at + s * step) : 0u;
+        for (int w = 0; w < kWords; ++w) {
+          const std::int64_t at = scale_offset(layout, row, col0 + 4 * w, cols, ld);
+          const std::int64_t left = valid_steps - 4 * w;
+          const bool word = step == 1 && left >= 4 && (reinterpret_cast<std::uintptr_t>(base + at) & 3u) == 0;
+          if (row_ok && word) {
+            bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(base + at));
+          } else if (row_ok) {
+            std::uint32_t code[4];
 #pragma unroll
-          for (int s = 0; s < Steps; ++s) bits[i] |= code[s] << (8 * s);
+            for (int s = 0; s < 4; ++s) code[s] = s < left ? __ldg(base + at + s * step) : 0u;
+#pragma unroll
+            for (int s = 0; s < 4; ++s) bits[i][w] |= code[s] << (8 * s);
+          }
         }
 #pragma unroll
-        for (int s = 0; s < Steps; ++s) valid |= static_cast<std::uint32_t>(row_ok && s < valid_steps) << (i * Steps + s);
+        for (int s = 0; s < Steps; ++s)
+          valid |= static_cast<std::uint64_t>(row_ok && s < valid_steps) << (i * Steps + s);
       }
     }
   }
@@ -85,7 +93,7 @@ struct ScaleRows {
     for (int i = 0; i < kRowsPerLane; ++i)
 #pragma unroll
       for (int s = 0; s < Steps; ++s) {
-        const std::uint32_t raw = Steps == 1 ? bits[i] : (bits[i] >> (8 * s)) & 0xFFu;
+        const std::uint32_t raw = Steps == 1 ? bits[i][0] : (bits[i][s / 4] >> (8 * (s % 4))) & 0xFFu;
         dst[s * Rows + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) * factor : 0.0f;
       }
   }

@@ -1,0 +1,59 @@
+// Decoding block-scaled FP8 and FP4 elements to bf16 with their block scale applied (design.md section
+// 4): e4m3, e5m2 and e2m1 times a power of two (ue8m0), and e2m1 times a ue4m3 scale, are all exact in
+// bf16, whose 8-bit exponent also covers every scale. The decoded operands then go through BF16 wgmma
+// with fp32 accumulation, and no promotion is needed for scales folded in this way.
+//
+// Eight elements at a time: one 16-byte chunk of a 128-byte-swizzled bf16 row. FP8 goes through the
+// hardware's exact fp8x2 -> f16x2 conversion and fp32 (for the scale); FP4 is first widened to e4m3
+// (src/core/fp4_to_fp8.hpp, exact).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "bsgemm/formats.hpp"
+#include "src/core/fp4_to_fp8.hpp"
+
+namespace bsgemm::cuda {
+
+__device__ __forceinline__ std::uint32_t bf16x2_bits(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
+// Two FP8 codes (the low 16 bits of `pair`) times scale -> two bf16 in one word.
+__device__ __forceinline__ std::uint32_t decode_fp8x2(std::uint32_t pair, bool e5m2, float scale) {
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xFFFFu),
+                                                   e5m2 ? __NV_E5M2 : __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  return bf16x2_bits(f.x * scale, f.y * scale);
+}
+
+// Eight FP8 codes (element i in byte i of {lo, hi}) -> eight bf16 (element i in half-word i).
+__device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi, bool e5m2, float scale) {
+  return make_uint4(decode_fp8x2(lo, e5m2, scale), decode_fp8x2(lo >> 16, e5m2, scale), decode_fp8x2(hi, e5m2, scale),
+                    decode_fp8x2(hi >> 16, e5m2, scale));
+}
+
+// Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16.
+__device__ __forceinline__ uint4 decode_e2m1x8(std::uint32_t codes, float scale) {
+  std::uint32_t lo, hi;
+  core::e2m1x8_to_e4m3x8(codes, &lo, &hi);
+  return decode_fp8x8(lo, hi, false, scale);
+}
+
+// Zeroes the elements of a decoded chunk from position `keep` on (0 <= keep < 8).
+__device__ __forceinline__ void clear_bf16_tail(uint4* chunk, int keep) {
+  std::uint32_t* words = &chunk->x;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    const int kept = keep - 2 * q;
+    if (kept <= 0) words[q] = 0;
+    else if (kept == 1) words[q] &= 0xFFFFu;
+  }
+}
+
+}  // namespace bsgemm::cuda

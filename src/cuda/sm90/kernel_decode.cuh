@@ -1,0 +1,232 @@
+// The persistent, warp-specialized grouped GEMM kernel for the recipes with FP4 operands: operands
+// decoded on chip to bf16 with their block scales, then BF16 wgmma (kernel_traits_decode.cuh).
+//
+// Roles as in the FP8 kernel (kernel_fp8.cuh), on the same tile walk, pipeline and epilogue:
+//   warp 0 (one lane)  TMA: the stored bytes of A and B (4-bit or 8-bit) into the raw stage ring
+//   warps 1-3          scale loaders: the stage's block scales as fp32 (scale_loader.cuh)
+//   warpgroups 1-2     decode + wgmma (mainloop_decode.cuh), then the epilogue (epilogue.cuh)
+// Weights are read from HBM as 4-bit data: decoding happens only in shared memory.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/cuda/ptx/mbarrier.cuh"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/tma.cuh"
+#include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/kernel_traits_decode.cuh"
+#include "src/cuda/sm90/launch.hpp"
+#include "src/cuda/sm90/mainloop_decode.cuh"
+#include "src/cuda/sm90/pipeline.cuh"
+#include "src/cuda/sm90/scale_loader.cuh"
+#include "src/cuda/sm90/tile_walker.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+__device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                  const StagePipeline<Traits::kStages>& pipe) {
+  PipelineState<Traits::kStages> state;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int32_t acquired_group = -1;
+  while (walker.next(&c, &g)) {
+    const CUtensorMap* a_map = g->a_map != nullptr ? g->a_map : &p.a_map;
+    const CUtensorMap* b_map = g->b_map != nullptr ? g->b_map : &p.b_map;
+    if (g->a_map != nullptr && walker.group != acquired_group) {
+      // The prepare kernel edited these maps through the generic proxy.
+      ptx::fence_tensormap_acquire(a_map);
+      ptx::fence_tensormap_acquire(b_map);
+      acquired_group = walker.group;
+    }
+    const std::int32_t a_row = g->a_row0 + c.m_block * Traits::kBlockM;
+    const std::int32_t b_row = c.n_block * Traits::kBlockN;
+    const std::int32_t a_batch = g->a_batch0 + c.l, b_batch = g->b_batch0 + c.l;
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      pipe.producer_acquire(state);
+      pipe.producer_expect_bytes(state, Traits::kStageBytes);
+      // The maps count K in stored bytes.
+      ptx::tma_load_3d(ss.raw[state.index].a, a_map, kb * Traits::kRowBytesA, a_row, a_batch, pipe.full_barrier(state));
+      ptx::tma_load_3d(ss.raw[state.index].b, b_map, kb * Traits::kRowBytesB, b_row, b_batch, pipe.full_barrier(state));
+      state.advance();
+    }
+  }
+}
+
+// One stage's scales of one operand: Steps per row, block_k = 128 / Steps of K each.
+template <int Rows, int Steps>
+struct OperandStageScales {
+  ScaleRows<Rows, Steps> rows;
+  __device__ __forceinline__ void load(DataType type, ScaleLayout layout, const void* scales, std::int64_t batch_stride,
+                                       std::int64_t ld, std::int64_t k, std::int64_t row0, std::int64_t valid_rows,
+                                       std::int32_t l, int kb, int lane) {
+    const std::int64_t cols = core::ceil_div(k, kBlockK / Steps);
+    rows.load(type, layout, batch_base(scales, type, batch_stride, l), ld, cols, row0, valid_rows,
+              static_cast<std::int64_t>(Steps) * kb, lane);
+  }
+};
+
+template <class Traits>
+__device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                   const StagePipeline<Traits::kStages>& pipe, int loader) {
+  const int lane = threadIdx.x % 32;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int64_t step = 0;
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+    const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
+    for (int kb = 0; kb < k_blocks; ++kb, ++step) {
+      if (step % kScaleLoaderWarps != loader) continue;
+      const auto state = PipelineState<Traits::kStages>::at(step);
+      // Global loads first: their latency hides under the wait for the stage. 256 rows of 8 codes of
+      // B next to A's would not fit the loader's registers: then B after A.
+      constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
+      OperandStageScales<Traits::kBlockM, Traits::kStepsA> a;
+      OperandStageScales<Traits::kBlockN, Traits::kStepsB> b;
+      const auto load_b = [&] {
+        b.load(p.sfb_type, p.sfb_layout, g->sfb, g->sfb_batch_stride, g->sfb_ld, g->k, n0, g->n, c.l, kb, lane);
+      };
+      a.load(p.sfa_type, p.sfa_layout, g->sfa, g->sfa_batch_stride, g->sfa_ld, g->k, m0, g->m, c.l, kb, lane);
+      if constexpr (!kDeferB) load_b();
+      pipe.producer_acquire(state);
+      a.rows.store(p.sfa_type, &ss.sfa[state.index][0][0], lane);
+      if constexpr (kDeferB) load_b();
+      b.rows.store(p.sfb_type, &ss.sfb[state.index][0][0], lane);
+      pipe.producer_commit(state);
+    }
+  }
+}
+
+template <class Traits>
+__device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                    const StagePipeline<Traits::kStages>& pipe, int consumer) {
+  const DecodeMainloop<Traits> mainloop(consumer, p);
+  PipelineState<Traits::kStages> raw;
+  PipelineState<Traits::kDecodedStages> decoded;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  float acc[Traits::kAccumulators];
+  float out[Traits::kAccumulators];
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, g->k, acc, out);
+    const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
+    const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
+    store_warpgroup_tile<Traits>(p, *g, c.l, row0, col0, out, &ss.epilogue[consumer][0][0],
+                                 static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ std::uint8_t shared_raw[];
+  // 1024-byte alignment for the swizzled decoded tiles, padding the shared array itself so that the
+  // compiler keeps seeing shared-memory accesses (LDS/STS, not generic loads).
+  const std::uint32_t misalignment = ptx::smem_address(shared_raw) & 1023u;
+  auto& ss = *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
+
+  // A device-resident description failed validation: write nothing.
+  if (p.status->failed_group != kNoFailure) return;
+
+  const int warp = threadIdx.x / 32;
+  const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
+  if (threadIdx.x == 0) {
+    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    for (int d = 0; d < Traits::kDecodedStages; ++d) {
+      ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
+      ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
+    }
+    ptx::fence_mbarrier_init();
+    if (!p.per_group_maps) {
+      ptx::prefetch_tensormap(&p.a_map);
+      ptx::prefetch_tensormap(&p.b_map);
+    }
+  }
+  __syncthreads();
+
+  if (warp < 4) {
+    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
+    if (warp == 0) {
+      if (threadIdx.x == 0) produce_raw_tiles<Traits>(p, ss, pipe);
+    } else {
+      load_decode_scales<Traits>(p, ss, pipe, warp - 1);
+    }
+  } else {
+    ptx::setmaxnreg_inc<kConsumerRegisters>();
+    decode_and_multiply<Traits>(p, ss, pipe, warp / 4 - 1);
+  }
+}
+
+template <class Traits>
+cudaError_t launch_decode_kernel(const KernelParams& p, int grid, cudaStream_t stream) {
+  const auto kernel = grouped_decode_kernel<Traits>;
+  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(Traits::kSharedBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// The instantiations of one operand combination, by tile (launch.hpp's kFp8Tiles).
+template <bool APacked, ScaleGranularity AScales, bool BPacked, ScaleGranularity BScales>
+struct DecodeCombination {
+  template <int BlockM, int BlockN>
+  using Traits = DecodeKernelTraits<APacked, AScales, BPacked, BScales, BlockM, BlockN>;
+
+  static cudaError_t launch(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+    const int m = choice.block_m, n = choice.block_n;
+    if (m == 128 && n == 128) return launch_decode_kernel<Traits<128, 128>>(params, grid, stream);
+    if (m == 128 && n == 64) return launch_decode_kernel<Traits<128, 64>>(params, grid, stream);
+    if (m == 64 && n == 256) return launch_decode_kernel<Traits<64, 256>>(params, grid, stream);
+    if (m == 64 && n == 128) return launch_decode_kernel<Traits<64, 128>>(params, grid, stream);
+    return cudaErrorInvalidValue;
+  }
+  static int stages(int m, int n) {
+    if (m == 128 && n == 128) return Traits<128, 128>::kStages;
+    if (m == 128 && n == 64) return Traits<128, 64>::kStages;
+    if (m == 64 && n == 256) return Traits<64, 256>::kStages;
+    if (m == 64 && n == 128) return Traits<64, 128>::kStages;
+    return 0;
+  }
+  static bool matches(const Fp8KernelChoice& c) {
+    return c.a_packed == APacked && c.a_scales == AScales && c.b_packed == BPacked && c.b_scales == BScales;
+  }
+};
+
+// The first of Combinations that matches the choice: its launch (false when none matches).
+template <class... Combinations>
+bool launch_first_match(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+                        cudaError_t* result) {
+  bool found = false;
+  const auto try_one = [&](auto combination) {
+    using C = decltype(combination);
+    if (found || !C::matches(choice)) return;
+    found = true;
+    *result = C::launch(choice, params, grid, stream);
+  };
+  (try_one(Combinations{}), ...);
+  return found;
+}
+
+// ... and its pipeline depth (0 when none matches).
+template <class... Combinations>
+int stages_of_first_match(const Fp8KernelChoice& choice) {
+  int stages = 0;
+  const auto try_one = [&](auto combination) {
+    using C = decltype(combination);
+    if (stages == 0 && C::matches(choice)) stages = C::stages(choice.block_m, choice.block_n);
+  };
+  (try_one(Combinations{}), ...);
+  return stages;
+}
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,90 @@
+// Compile-time shape of one instantiation of the decoding kernel (kernel_decode.cuh): the recipes with
+// an FP4 operand (nvfp4, mxfp4, and FP8 activations with FP4 weights).
+//
+// Same 384 threads and roles as the FP8 kernel (kernel_traits.cuh): TMA brings each operand's stored
+// bytes (4-bit or 8-bit, unswizzled) into a raw stage, the scale loaders gather the stage's scales as
+// fp32, and the consumer warpgroups decode raw stages into bf16 tiles (decode_bf16.cuh) that their
+// BF16 wgmma read. Decoded tiles are 64 deep (one 128-byte swizzled row per tile row), double-buffered:
+// while the wgmma read one, the consumers decode the next.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/params.hpp"
+
+namespace bsgemm::cuda {
+
+inline constexpr int kDecodedK = 64;  // K per decoded tile: 128 bytes of bf16 per row
+
+// APacked / BPacked: e2m1 in memory (else e4m3 or e5m2, chosen at run time by KernelParams). AScales /
+// BScales: mx32 and nv16 scales are folded into the decoded values; block128 (A only) is applied in fp32
+// once per 128-deep stage, like the FP8 kernel's promotion.
+template <bool APacked, ScaleGranularity AScales, bool BPacked, ScaleGranularity BScales, int BlockM, int BlockN>
+struct DecodeKernelTraits {
+  static_assert(BlockM == 64 || BlockM == 128, "consumer warpgroups cover 64 rows each");
+  static_assert(BScales != ScaleGranularity::block128, "B's scales are folded into its decoded values");
+  static_assert(!APacked || AScales != ScaleGranularity::block128);
+  static constexpr bool kAPacked = APacked;
+  static constexpr bool kBPacked = BPacked;
+  static constexpr ScaleGranularity kAScales = AScales;
+  static constexpr ScaleGranularity kBScales = BScales;
+  static constexpr bool kPromote = AScales == ScaleGranularity::block128;
+  // The scale loaders hold up to 256 rows x 8 codes of B in flight: the producer warpgroup's whole share.
+  static constexpr int kProducerRegisters = 120;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
+  static constexpr int kBlockM = BlockM;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kWarpgroupsAlongM = BlockM / 64;
+  static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
+  static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;
+  static constexpr int kAccumulators = kWarpgroupN / 2;
+  static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);
+
+  static constexpr int kStepsA = scale_steps(AScales);
+  static constexpr int kStepsB = scale_steps(BScales);
+  static constexpr int kRowBytesA = APacked ? kBlockK / 2 : kBlockK;  // stored bytes per row and stage
+  static constexpr int kRowBytesB = BPacked ? kBlockK / 2 : kBlockK;
+  static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(BlockM * kRowBytesA + BlockN * kRowBytesB);
+  // Decoding: 16-byte chunks of 8 bf16, eight per decoded row, spread over the 256 consumer threads.
+  static constexpr int kChunksPerHalf = (BlockM + BlockN) * (kDecodedK / 8);
+  static constexpr int kChunksPerThread = kChunksPerHalf / (2 * kThreadsPerWarpgroup);
+  static_assert(kChunksPerHalf % (2 * kThreadsPerWarpgroup) == 0);
+
+  struct alignas(128) RawStage {
+    std::uint8_t a[BlockM * kRowBytesA];
+    std::uint8_t b[BlockN * kRowBytesB];
+  };
+  struct alignas(1024) DecodedStage {
+    std::uint8_t a[BlockM * 128];
+    std::uint8_t b[BlockN * 128];
+  };
+  static constexpr int kDecodedStages = 2;
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * BlockM + kStepsB * BlockN);
+  static constexpr std::size_t kFixedBytes = sizeof(DecodedStage) * kDecodedStages +
+                                             sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */ +
+                                             4 * sizeof(std::uint64_t) * kDecodedStages;
+  static constexpr int kStages = [] {
+    const std::size_t per_stage = sizeof(RawStage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
+    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
+    return static_cast<int>(fit > 8 ? 8 : fit);
+  }();
+  static_assert(kStages >= 2, "tile too large for a useful pipeline");
+
+  struct SharedStorage {
+    DecodedStage decoded[kDecodedStages];
+    RawStage raw[kStages];
+    alignas(16) float sfa[kStages][kStepsA][BlockM];
+    alignas(16) float sfb[kStages][kStepsB][BlockN];
+    alignas(16) float epilogue[2][64][kEpiloguePitch];
+    alignas(8) std::uint64_t full[kStages];
+    alignas(8) std::uint64_t empty[kStages];
+    alignas(8) std::uint64_t decoded_full[kDecodedStages];   // consumers -> consumers: a decoded tile is ready
+    alignas(8) std::uint64_t decoded_empty[kDecodedStages];  // consumers -> consumers: its wgmma are done
+  };
+  static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
+  static_assert(kSharedBytes <= kSharedMemoryLimit);
+};
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,157 @@
+// The consumers' mainloop of the decoding kernel: decode raw stages into bf16 tiles, then BF16 wgmma.
+//
+// Each raw stage (128 of K) becomes two decoded tiles of 64. All 256 consumer threads decode every
+// tile together (A rows then B rows, 16-byte chunks, a warp per four rows), so a consumer warpgroup's
+// wgmma read rows the other warpgroup decoded: two barriers per decoded tile carry that ("full": all 8
+// consumer warps wrote it; "empty": all 8 finished their wgmma on it). The loop is pipelined by one
+// tile: the wgmma of tile j are issued, tile j + 1 is decoded while they run, then they are waited for.
+//
+// Scales folded into the decoded values (mx32, nv16) need no promotion: the wgmma accumulate the whole
+// K range in fp32. With fp8-block128 activations A's scale stays in fp32: the two tiles of a stage
+// accumulate afresh and are added into the result with the row's scale, as in the FP8 kernel.
+#pragma once
+
+#include <cstdint>
+
+#include "src/cuda/ptx/mbarrier.cuh"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/wgmma.cuh"
+#include "src/cuda/sm90/decode_bf16.cuh"
+#include "src/cuda/sm90/kernel_traits_decode.cuh"
+#include "src/cuda/sm90/pipeline.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+struct DecodeMainloop {
+  using Storage = typename Traits::SharedStorage;
+  using Mma = ptx::WgmmaBf16<Traits::kWarpgroupN>;
+  static constexpr int kAcc = Traits::kAccumulators;
+  static constexpr int kDecoders = 2 * kThreadsPerWarpgroup;
+
+  int wg_m, wg_n, frag_row, frag_col;
+  int decoder;  // this thread's index among the decoding threads
+  bool a_e5m2, b_e5m2;
+  bool release_lane;
+
+  __device__ DecodeMainloop(int consumer, const KernelParams& p) {
+    const int t = threadIdx.x % kThreadsPerWarpgroup;
+    wg_m = consumer / Traits::kWarpgroupsAlongN;
+    wg_n = consumer % Traits::kWarpgroupsAlongN;
+    frag_row = wg_m * 64 + (t / 32) * 16 + (t % 32) / 4;
+    frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);
+    decoder = consumer * kThreadsPerWarpgroup + t;
+    a_e5m2 = p.a_element == DataType::e5m2;
+    b_e5m2 = p.b_element == DataType::e5m2;
+    release_lane = t % 32 == 0;
+  }
+
+  // One 8-element chunk of an operand's row: K positions k0 .. k0 + 7 of the stage.
+  template <bool Packed, ScaleGranularity Scales, int Rows>
+  __device__ __forceinline__ static uint4 decode_chunk(const std::uint8_t* raw, const float (&scales)[scale_steps(Scales)][Rows],
+                                                       int row, int k0, bool e5m2, int k_valid) {
+    float scale = 1.0f;
+    if constexpr (Scales == ScaleGranularity::mx32) scale = scales[k0 / 32][row];
+    if constexpr (Scales == ScaleGranularity::nv16) scale = scales[k0 / 16][row];
+    uint4 out;
+    if constexpr (Packed) {
+      out = decode_e2m1x8(*reinterpret_cast<const std::uint32_t*>(raw + row * (kBlockK / 2) + k0 / 2), scale);
+    } else {
+      const uint2 codes = *reinterpret_cast<const uint2*>(raw + row * kBlockK + k0);
+      out = decode_fp8x8(codes.x, codes.y, e5m2, scale);
+    }
+    // Past K: TMA zero-fills FP8 rows, but a packed row's last byte may hold a padding nibble.
+    if (k_valid - k0 < 8) clear_bf16_tail(&out, k_valid - k0 < 0 ? 0 : k_valid - k0);
+    return out;
+  }
+
+  // Decodes half `half` (K 64 half .. 64 half + 63) of raw stage s into decoded tile d.
+  __device__ __forceinline__ void decode_half(Storage& ss, int s, int half, int d, int k_valid) const {
+#pragma unroll 2
+    for (int i = 0; i < Traits::kChunksPerThread; ++i) {
+      const int id = decoder + kDecoders * i;
+      const int row = id / 8, c = id % 8;
+      const int k0 = half * kDecodedK + 8 * c;
+      // 16-byte chunk c of a 128-byte row r sits at chunk c ^ (r % 8): the 128-byte swizzle wgmma reads.
+      if (row < Traits::kBlockM) {
+        const uint4 v = decode_chunk<Traits::kAPacked, Traits::kAScales, Traits::kBlockM>(ss.raw[s].a, ss.sfa[s], row, k0,
+                                                                                         a_e5m2, k_valid);
+        *reinterpret_cast<uint4*>(ss.decoded[d].a + row * 128 + ((c ^ (row % 8)) * 16)) = v;
+      } else {
+        const int r = row - Traits::kBlockM;
+        const uint4 v = decode_chunk<Traits::kBPacked, Traits::kBScales, Traits::kBlockN>(ss.raw[s].b, ss.sfb[s], r, k0,
+                                                                                         b_e5m2, k_valid);
+        *reinterpret_cast<uint4*>(ss.decoded[d].b + r * 128 + ((c ^ (r % 8)) * 16)) = v;
+      }
+    }
+  }
+
+  // The wgmma of decoded tile d (4 of k16) into acc, as one commit group.
+  __device__ __forceinline__ void issue_mma(const Storage& ss, int d, float (&acc)[kAcc], bool fresh) const {
+    const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.decoded[d].a + wg_m * 64 * 128);
+    const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.decoded[d].b + wg_n * Traits::kWarpgroupN * 128);
+    ptx::fence_accumulators(acc);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kDecodedK / 16; ++k)
+      Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), (fresh && k == 0) ? 0u : 1u);
+    ptx::wgmma_commit();
+  }
+
+  // Accumulates one tile of `k_blocks` raw stages (K = k) into out: the raw stages from `raw` on, the
+  // decoded tiles from `decoded` on; both states end past the tile. acc is scratch with block128 A.
+  template <int Stages>
+  __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
+                                  PipelineState<Traits::kDecodedStages>& decoded, int k_blocks, std::int64_t k,
+                                  float (&acc)[kAcc], float (&out)[kAcc]) const {
+    const int tiles = 2 * k_blocks;
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
+    if (tiles == 0) return;  // K = 0: the producers load nothing for this tile
+    float sa_top = 0.0f, sa_bottom = 0.0f;  // block128: the scales of the stage being accumulated
+    PipelineState<Traits::kDecodedStages> write = decoded, read = decoded;
+
+    const auto decode_tile = [&](int j) {
+      const int kb = j / 2, half = j % 2;
+      if (half == 0) pipe.consumer_wait(raw);
+      ptx::mbarrier_wait(&ss.decoded_empty[write.index], write.phase ^ 1u);
+      decode_half(ss, raw.index, half, write.index, static_cast<int>(k - static_cast<std::int64_t>(kb) * kBlockK));
+      // The wgmma of both warpgroups read the tile through the async proxy.
+      ptx::fence_proxy_async_shared();
+      __syncwarp();
+      if (release_lane) ptx::mbarrier_arrive(&ss.decoded_full[write.index]);
+      write.advance();
+      if (half == 1) {
+        if constexpr (Traits::kPromote) {
+          sa_top = ss.sfa[raw.index][0][frag_row];
+          sa_bottom = ss.sfa[raw.index][0][frag_row + 8];
+        }
+        // Decoded, and its scales read: the raw stage goes back to the producers.
+        __syncwarp();
+        if (release_lane) pipe.consumer_release(raw);
+        raw.advance();
+      }
+    };
+
+    decode_tile(0);
+    for (int j = 0; j < tiles; ++j) {
+      ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
+      issue_mma(ss, read.index, Traits::kPromote ? acc : out, Traits::kPromote ? j % 2 == 0 : j == 0);
+      if (j + 1 < tiles) decode_tile(j + 1);
+      ptx::wgmma_wait<0>();
+      ptx::fence_accumulators(Traits::kPromote ? acc : out);
+      __syncwarp();
+      if (release_lane) ptx::mbarrier_arrive(&ss.decoded_empty[read.index]);
+      read.advance();
+      if constexpr (Traits::kPromote) {
+        if (j % 2 == 1) {
+#pragma unroll
+          for (int i = 0; i < kAcc; ++i) out[i] = fmaf(acc[i], (i & 2) ? sa_bottom : sa_top, out[i]);
+        }
+      }
+    }
+    decoded = read;
+  }
+};
+
+}  // namespace bsgemm::cuda
