@@ -33,9 +33,11 @@ bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
 
 // How the CUDA back end multiplies block-scaled operands on Hopper (which has FP8 tensor cores only).
 enum class KernelPath : std::uint8_t {
-  automatic,  // the planner's choice: fp8 for fp8-block128 and mxfp8, bf16 for every recipe with FP4
-  fp8,        // FP8 wgmma, scales applied in fp32 per scale block (FP4 widened exactly to e4m3: MX only)
-  bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma, no promotion
+  automatic,  // the planner's choice: fp8 where it runs, else bf16
+  fp8,        // FP8 wgmma, scales applied in fp32 per scale block; FP4 widened exactly to e4m3 (MX only):
+              // fp8-block128, mxfp8, mxfp4, mxfp8 x mxfp4
+  bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: the recipes
+              // with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4)
 };
 
 const char* to_string(KernelPath p);

@@ -70,7 +70,7 @@ struct DecodeKernelTraits {
     const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
     return static_cast<int>(fit > 8 ? 8 : fit);
   }();
-  static_assert(kStages >= 2, "tile too large for a useful pipeline");
+  static_assert(kStages >= 3, "tile too large for a useful pipeline");
 
   struct SharedStorage {
     DecodedStage decoded[kDecodedStages];

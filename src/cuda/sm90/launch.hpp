@@ -32,8 +32,8 @@ cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& para
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
 cudaError_t launch_mxfp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 
-// The decoding kernel: FP4 x FP4 (kernel_decode_fp4.cu), and FP8 activations with FP4 weights or
-// mxfp8 x mxfp8 (kernel_decode_mixed.cu). false when the file has no instantiation for the choice.
+// The decoding kernel: FP4 x FP4 (kernel_decode_fp4.cu), and FP8 activations with FP4 weights
+// (kernel_decode_mixed.cu). false when the file has no instantiation for the choice.
 bool launch_decode_fp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                        cudaError_t* result);
 bool launch_decode_mixed(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
