@@ -28,49 +28,36 @@ HEADER = """\
 """
 
 
-def wrapper(n, ta, tb):
-    regs = n // 2
+def wrapper(specialization, regs, instruction, immediates):
+    """One wrapper: `instruction` names the wgmma, `immediates` follow scale-d."""
     outs = ", ".join(f"%{i}" for i in range(regs))
     # Eight accumulator constraints per line keep the generated file readable.
     constraints = ",\n          ".join(
         ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, regs))) for start in range(0, regs, 8))
     return f"""
 template <>
-struct WgmmaFp8<{n}, Fp8Kind::{ta}, Fp8Kind::{tb}> {{
+struct {specialization} {{
   static __device__ __forceinline__ void mma(float (&d)[{regs}], std::uint64_t desc_a, std::uint64_t desc_b,
                                              std::uint32_t scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ta}.{tb}\\n"
+        "{instruction}\\n"
         "{{{outs}}},\\n"
-        "%{regs}, %{regs + 1}, p, 1, 1;\\n}}\\n"
+        "%{regs}, %{regs + 1}, p, {immediates};\\n}}\\n"
         : {constraints}
         : "l"(desc_a), "l"(desc_b), "r"(scale_d));
   }}
 }};
 """
+
+
+def fp8_wrapper(n, ta, tb):
+    return wrapper(f"WgmmaFp8<{n}, Fp8Kind::{ta}, Fp8Kind::{tb}>", n // 2,
+                   f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.{ta}.{tb}", "1, 1")
 
 
 def bf16_wrapper(n):
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    constraints = ",\n          ".join(
-        ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, regs))) for start in range(0, regs, 8))
-    return f"""
-template <>
-struct WgmmaBf16<{n}> {{
-  static __device__ __forceinline__ void mma(float (&d)[{regs}], std::uint64_t desc_a, std::uint64_t desc_b,
-                                             std::uint32_t scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 2}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16\\n"
-        "{{{outs}}},\\n"
-        "%{regs}, %{regs + 1}, p, 1, 1, 0, 0;\\n}}\\n"
-        : {constraints}
-        : "l"(desc_a), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    return wrapper(f"WgmmaBf16<{n}>", n // 2, f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16", "1, 1, 0, 0")
 
 
 def main():
@@ -81,7 +68,7 @@ def main():
         for n in WIDTHS:
             for ta in TYPES:
                 for tb in TYPES:
-                    f.write(wrapper(n, ta, tb))
+                    f.write(fp8_wrapper(n, ta, tb))
     print("wrote", path)
     path = os.path.join(root, "src", "cuda", "ptx", "wgmma_bf16.inc")
     with open(path, "w") as f:

@@ -17,6 +17,7 @@
 #include "src/core/group_checks.hpp"
 #include "src/core/resolved_group.hpp"
 #include "src/core/validate.hpp"
+#include "src/cpu/host_groups.hpp"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/params.hpp"
 #include "src/cuda/sm90/tma_limits.hpp"
@@ -112,19 +113,7 @@ int sm_count() {
 std::vector<std::int64_t> host_group_rows(const GemmArguments& args) {
   std::vector<std::int64_t> rows;
   if (args.descriptions != MemoryLocation::host) return rows;
-  const std::int32_t groups = group_count(args);
-  rows.reserve(static_cast<std::size_t>(groups));
-  for (int g = 0; g < groups; ++g) {
-    if (args.layout == GroupLayout::pointer_array) {
-      rows.push_back(args.groups[g].m);
-    } else if (args.layout == GroupLayout::contiguous) {
-      std::int64_t begin, end;
-      core::contiguous_bounds(args.moe, g, &begin, &end);
-      rows.push_back(end - begin);
-    } else {
-      rows.push_back(args.moe.masked_m[g]);
-    }
-  }
+  for (const core::ResolvedGroup& g : cpu::resolve_host_groups(args)) rows.push_back(g.m);
   return rows;
 }
 

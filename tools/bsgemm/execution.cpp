@@ -122,15 +122,16 @@ Status Executor::create(testing::HostWorkload* host, const RunOptions& options, 
   // error, and it runs before any device memory is allocated.
   GemmArguments host_args = host->args();
   host_args.descriptions = MemoryLocation::host;
+  Status host_check = can_implement(host_args, executor.options_);
   if (options.backend == Backend::automatic && executor.options_.backend == Backend::cuda &&
-      auto_backend == AutoBackend::fall_back_to_cpu && descriptions == MemoryLocation::host) {
-    if (Status s = can_implement(host_args, executor.options_); s.code == StatusCode::not_supported) {
-      executor.options_.backend = Backend::cpu;
-      executor.note_ = "the cuda back end cannot run this problem (" + s.message + ")";
-    }
+      auto_backend == AutoBackend::fall_back_to_cpu && descriptions == MemoryLocation::host &&
+      host_check.code == StatusCode::not_supported) {
+    executor.options_.backend = Backend::cpu;
+    executor.note_ = "the cuda back end cannot run this problem (" + host_check.message + ")";
+    host_check = can_implement(host_args, executor.options_);
   }
   executor.backend_ = executor.options_.backend;
-  if (Status s = can_implement(host_args, executor.options_); !s.ok()) return s;
+  if (!host_check.ok()) return host_check;
 
 #if defined(BSGEMM_WITH_CUDA)
   if (executor.backend_ == Backend::cuda) {

@@ -16,6 +16,7 @@
 
 #include "bsgemm/formats.hpp"
 #include "src/core/fp4_to_fp8.hpp"
+#include "src/cuda/sm90/fp4_widen.cuh"
 
 namespace bsgemm::cuda {
 
@@ -43,17 +44,6 @@ __device__ __forceinline__ uint4 decode_e2m1x8(std::uint32_t codes, float scale)
   std::uint32_t lo, hi;
   core::e2m1x8_to_e4m3x8(codes, &lo, &hi);
   return decode_fp8x8(lo, hi, false, scale);
-}
-
-// Zeroes the elements of a decoded chunk from position `keep` on (0 <= keep < 8).
-__device__ __forceinline__ void clear_bf16_tail(uint4* chunk, int keep) {
-  std::uint32_t* words = &chunk->x;
-#pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    const int kept = keep - 2 * q;
-    if (kept <= 0) words[q] = 0;
-    else if (kept == 1) words[q] &= 0xFFFFu;
-  }
 }
 
 }  // namespace bsgemm::cuda

@@ -15,7 +15,8 @@
 
 namespace bsgemm::cuda {
 
-// Zeroes the bytes of a 16-byte chunk from position `keep` on (0 <= keep < 16).
+// Zeroes the bytes of a 16-byte chunk from position `keep` on (0 <= keep < 16); also used for chunks of
+// eight bf16 (decode_bf16.cuh).
 __device__ __forceinline__ void clear_chunk_tail(uint4* chunk, int keep) {
   std::uint32_t* words = &chunk->x;
 #pragma unroll

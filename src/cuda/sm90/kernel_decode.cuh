@@ -16,6 +16,7 @@
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/kernel_common.cuh"
 #include "src/cuda/sm90/kernel_traits_decode.cuh"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/mainloop_decode.cuh"
@@ -34,24 +35,13 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
   while (walker.next(&c, &g)) {
-    const CUtensorMap* a_map = g->a_map != nullptr ? g->a_map : &p.a_map;
-    const CUtensorMap* b_map = g->b_map != nullptr ? g->b_map : &p.b_map;
-    if (g->a_map != nullptr && walker.group != acquired_group) {
-      // The prepare kernel edited these maps through the generic proxy.
-      ptx::fence_tensormap_acquire(a_map);
-      ptx::fence_tensormap_acquire(b_map);
-      acquired_group = walker.group;
-    }
-    const std::int32_t a_row = g->a_row0 + c.m_block * Traits::kBlockM;
-    const std::int32_t b_row = c.n_block * Traits::kBlockN;
-    const std::int32_t a_batch = g->a_batch0 + c.l, b_batch = g->b_batch0 + c.l;
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
+    for (int kb = 0; kb < t.k_blocks; ++kb) {
       pipe.producer_acquire(state);
       pipe.producer_expect_bytes(state, Traits::kStageBytes);
       // The maps count K in stored bytes.
-      ptx::tma_load_3d(ss.raw[state.index].a, a_map, kb * Traits::kRowBytesA, a_row, a_batch, pipe.full_barrier(state));
-      ptx::tma_load_3d(ss.raw[state.index].b, b_map, kb * Traits::kRowBytesB, b_row, b_batch, pipe.full_barrier(state));
+      ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
+      ptx::tma_load_3d(ss.raw[state.index].b, t.b_map, kb * Traits::kRowBytesB, t.b_row, t.b_batch, pipe.full_barrier(state));
       state.advance();
     }
   }
@@ -129,15 +119,11 @@ template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ std::uint8_t shared_raw[];
-  // 1024-byte alignment for the swizzled decoded tiles, padding the shared array itself so that the
-  // compiler keeps seeing shared-memory accesses (LDS/STS, not generic loads).
-  const std::uint32_t misalignment = ptx::smem_address(shared_raw) & 1023u;
-  auto& ss = *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
+  auto& ss = align_shared_storage<Storage>(shared_raw);
 
   // A device-resident description failed validation: write nothing.
   if (p.status->failed_group != kNoFailure) return;
 
-  const int warp = threadIdx.x / 32;
   const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
@@ -146,34 +132,13 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const
       ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
     }
     ptx::fence_mbarrier_init();
-    if (!p.per_group_maps) {
-      ptx::prefetch_tensormap(&p.a_map);
-      ptx::prefetch_tensormap(&p.b_map);
-    }
+    prefetch_kernel_maps(p);
   }
   __syncthreads();
 
-  if (warp < 4) {
-    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (warp == 0) {
-      if (threadIdx.x == 0) produce_raw_tiles<Traits>(p, ss, pipe);
-    } else {
-      load_decode_scales<Traits>(p, ss, pipe, warp - 1);
-    }
-  } else {
-    ptx::setmaxnreg_inc<kConsumerRegisters>();
-    decode_and_multiply<Traits>(p, ss, pipe, warp / 4 - 1);
-  }
-}
-
-template <class Traits>
-cudaError_t launch_decode_kernel(const KernelParams& p, int grid, cudaStream_t stream) {
-  const auto kernel = grouped_decode_kernel<Traits>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Traits::kSharedBytes));
-  if (e != cudaSuccess) return e;
-  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
-  return cudaGetLastError();
+  run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
+                                        [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
+                                        [&](int consumer) { decode_and_multiply<Traits>(p, ss, pipe, consumer); });
 }
 
 // The instantiations of one operand combination, by tile (launch.hpp's kFp8Tiles).
@@ -183,19 +148,17 @@ struct DecodeCombination {
   using Traits = DecodeKernelTraits<APacked, AScales, BPacked, BScales, BlockM, BlockN>;
 
   static cudaError_t launch(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-    const int m = choice.block_m, n = choice.block_n;
-    if (m == 128 && n == 128) return launch_decode_kernel<Traits<128, 128>>(params, grid, stream);
-    if (m == 128 && n == 64) return launch_decode_kernel<Traits<128, 64>>(params, grid, stream);
-    if (m == 64 && n == 256) return launch_decode_kernel<Traits<64, 256>>(params, grid, stream);
-    if (m == 64 && n == 128) return launch_decode_kernel<Traits<64, 128>>(params, grid, stream);
-    return cudaErrorInvalidValue;
+    cudaError_t e = cudaErrorInvalidValue;
+    visit_tile<Traits>(choice.block_m, choice.block_n, [&](auto traits) {
+      using T = decltype(traits);
+      e = launch_persistent<T>(grouped_decode_kernel<T>, params, grid, stream);
+    });
+    return e;
   }
   static int stages(int m, int n) {
-    if (m == 128 && n == 128) return Traits<128, 128>::kStages;
-    if (m == 128 && n == 64) return Traits<128, 64>::kStages;
-    if (m == 64 && n == 256) return Traits<64, 256>::kStages;
-    if (m == 64 && n == 128) return Traits<64, 128>::kStages;
-    return 0;
+    int stages = 0;
+    visit_tile<Traits>(m, n, [&](auto traits) { stages = decltype(traits)::kStages; });
+    return stages;
   }
   static bool matches(const Fp8KernelChoice& c) {
     return c.a_packed == APacked && c.a_scales == AScales && c.b_packed == BPacked && c.b_scales == BScales;

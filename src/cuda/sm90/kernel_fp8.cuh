@@ -18,6 +18,7 @@
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/kernel_common.cuh"
 #include "src/cuda/sm90/fp4_widen.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/launch.hpp"
@@ -40,33 +41,22 @@ __device__ __forceinline__ void produce_tiles(const KernelParams& p, typename Tr
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
   while (walker.next(&c, &g)) {
-    const CUtensorMap* a_map = g->a_map != nullptr ? g->a_map : &p.a_map;
-    const CUtensorMap* b_map = g->b_map != nullptr ? g->b_map : &p.b_map;
-    if (g->a_map != nullptr && walker.group != acquired_group) {
-      // The prepare kernel edited these maps through the generic proxy.
-      ptx::fence_tensormap_acquire(a_map);
-      ptx::fence_tensormap_acquire(b_map);
-      acquired_group = walker.group;
-    }
-    const std::int32_t a_row = g->a_row0 + c.m_block * Traits::kBlockM;
-    const std::int32_t b_row = c.n_block * Traits::kBlockN;
-    const std::int32_t a_batch = g->a_batch0 + c.l, b_batch = g->b_batch0 + c.l;
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
+    for (int kb = 0; kb < t.k_blocks; ++kb) {
       pipe.producer_acquire(state);
       if constexpr (Traits::kAnyPacked) {
         // Packed maps count K in bytes: a k-block is 64 of them.
         pipe.raw_expect_bytes(state, Traits::kRawBytes);
         if constexpr (Traits::kAPacked)
-          ptx::tma_load_3d(ss.raw[state.index].a(), a_map, kb * kBlockK / 2, a_row, a_batch, pipe.raw_barrier(state));
+          ptx::tma_load_3d(ss.raw[state.index].a(), t.a_map, kb * kBlockK / 2, t.a_row, t.a_batch, pipe.raw_barrier(state));
         if constexpr (Traits::kBPacked)
-          ptx::tma_load_3d(ss.raw[state.index].b(), b_map, kb * kBlockK / 2, b_row, b_batch, pipe.raw_barrier(state));
+          ptx::tma_load_3d(ss.raw[state.index].b(), t.b_map, kb * kBlockK / 2, t.b_row, t.b_batch, pipe.raw_barrier(state));
       }
       pipe.producer_expect_bytes(state, Traits::kStageBytes);
       if constexpr (!Traits::kAPacked)
-        ptx::tma_load_3d(ss.stages[state.index].a, a_map, kb * kBlockK, a_row, a_batch, pipe.full_barrier(state));
+        ptx::tma_load_3d(ss.stages[state.index].a, t.a_map, kb * kBlockK, t.a_row, t.a_batch, pipe.full_barrier(state));
       if constexpr (!Traits::kBPacked)
-        ptx::tma_load_3d(ss.stages[state.index].b, b_map, kb * kBlockK, b_row, b_batch, pipe.full_barrier(state));
+        ptx::tma_load_3d(ss.stages[state.index].b, t.b_map, kb * kBlockK, t.b_row, t.b_batch, pipe.full_barrier(state));
       state.advance();
     }
   }
@@ -143,67 +133,40 @@ template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __grid_constant__ KernelParams p) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ std::uint8_t shared_raw[];
-  // The swizzled TMA tiles need 1024-byte alignment; the launch reserves 1024 extra bytes for it. The
-  // padding is added to the shared array itself (not to an integer address), so that the compiler still
-  // knows every access through `ss` is to shared memory and emits LDS/STS rather than generic loads.
-  const std::uint32_t misalignment = ptx::smem_address(shared_raw) & 1023u;
-  auto& ss = *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
+  auto& ss = align_shared_storage<Storage>(shared_raw);
 
   // A device-resident description failed validation: write nothing.
   if (p.status->failed_group != kNoFailure) return;
 
-  const int warp = threadIdx.x / 32;
   const Fp8Pipeline<Traits> pipe{ss.full, ss.empty, Traits::kAnyPacked ? ss.raw_full : nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
-    if (!p.per_group_maps) {
-      ptx::prefetch_tensormap(&p.a_map);
-      ptx::prefetch_tensormap(&p.b_map);
-    }
+    prefetch_kernel_maps(p);
   }
   __syncthreads();
 
-  if (warp < 4) {
-    ptx::setmaxnreg_dec<Traits::kProducerRegisters>();
-    if (warp == 0) {
-      if (threadIdx.x == 0) produce_tiles<Traits>(p, ss, pipe);
-    } else {
-      load_scales<Traits>(p, ss, pipe, warp - 1);
-    }
-  } else {
-    ptx::setmaxnreg_inc<kConsumerRegisters>();
-    consume_tiles<Traits>(p, ss, pipe, warp / 4 - 1);
-  }
-}
-
-template <class Traits>
-cudaError_t launch_fp8_kernel(const KernelParams& p, int grid, cudaStream_t stream) {
-  const auto kernel = grouped_fp8_kernel<Traits>;
-  cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(Traits::kSharedBytes));
-  if (e != cudaSuccess) return e;
-  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
-  return cudaGetLastError();
+  run_roles<Traits::kProducerRegisters>([&] { produce_tiles<Traits>(p, ss, pipe); },
+                                        [&](int loader) { load_scales<Traits>(p, ss, pipe, loader); },
+                                        [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
 // The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kFp8Tiles): its
 // launch, and its pipeline depth (for describe_plan).
 template <template <int, int> class TraitsOf>
 cudaError_t launch_for_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-  if (choice.block_m == 128 && choice.block_n == 128) return launch_fp8_kernel<TraitsOf<128, 128>>(params, grid, stream);
-  if (choice.block_m == 128 && choice.block_n == 64) return launch_fp8_kernel<TraitsOf<128, 64>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 256) return launch_fp8_kernel<TraitsOf<64, 256>>(params, grid, stream);
-  if (choice.block_m == 64 && choice.block_n == 128) return launch_fp8_kernel<TraitsOf<64, 128>>(params, grid, stream);
-  return cudaErrorInvalidValue;
+  cudaError_t e = cudaErrorInvalidValue;
+  visit_tile<TraitsOf>(choice.block_m, choice.block_n, [&](auto traits) {
+    using Traits = decltype(traits);
+    e = launch_persistent<Traits>(grouped_fp8_kernel<Traits>, params, grid, stream);
+  });
+  return e;
 }
 
 template <template <int, int> class TraitsOf>
 int stages_for_tile(int block_m, int block_n) {
-  if (block_m == 128 && block_n == 128) return TraitsOf<128, 128>::kStages;
-  if (block_m == 128 && block_n == 64) return TraitsOf<128, 64>::kStages;
-  if (block_m == 64 && block_n == 256) return TraitsOf<64, 256>::kStages;
-  if (block_m == 64 && block_n == 128) return TraitsOf<64, 128>::kStages;
-  return 0;
+  int stages = 0;
+  visit_tile<TraitsOf>(block_m, block_n, [&](auto traits) { stages = decltype(traits)::kStages; });
+  return stages;
 }
 
 }  // namespace bsgemm::cuda

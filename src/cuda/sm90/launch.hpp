@@ -3,6 +3,9 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include "src/cuda/ptx/fp8_kind.hpp"
 #include "src/cuda/sm90/params.hpp"
 
@@ -40,6 +43,21 @@ bool launch_decode_mixed(const Fp8KernelChoice& choice, const KernelParams& para
                          cudaError_t* result);
 int decode_fp4_stages(const Fp8KernelChoice& choice);
 int decode_mixed_stages(const Fp8KernelChoice& choice);
+
+// cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for the kernel of instantiation Tag, once per device
+// (the attribute stays with the function; setting it on every launch costs a driver call each time).
+template <class Tag>
+cudaError_t allow_dynamic_shared_memory(const void* kernel, int bytes) {
+  static std::atomic<std::uint64_t> done{0};  // bit d: set on device d (devices 0-63; others every time)
+  int device = 0;
+  cudaError_t e = cudaGetDevice(&device);
+  if (e != cudaSuccess) return e;
+  const std::uint64_t bit = device >= 0 && device < 64 ? std::uint64_t{1} << device : 0;
+  if ((done.load(std::memory_order_acquire) & bit) != 0) return cudaSuccess;
+  e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (e == cudaSuccess) done.fetch_or(bit, std::memory_order_release);
+  return e;
+}
 
 // Resolves, validates and counts the tiles of every group (one CTA), writing the workspace.
 cudaError_t launch_prepare_groups(const PrepareParams& params, cudaStream_t stream);

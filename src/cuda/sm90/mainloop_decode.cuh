@@ -61,7 +61,7 @@ struct DecodeMainloop {
       out = decode_fp8x8(codes.x, codes.y, e5m2, scale);
     }
     // Past K: TMA zero-fills FP8 rows, but a packed row's last byte may hold a padding nibble.
-    if (k_valid - k0 < 8) clear_bf16_tail(&out, k_valid - k0 < 0 ? 0 : k_valid - k0);
+    if (k_valid - k0 < 8) clear_chunk_tail(&out, 2 * (k_valid - k0 < 0 ? 0 : k_valid - k0));  // bytes
     return out;
   }
 

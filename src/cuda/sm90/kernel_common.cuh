@@ -1,0 +1,104 @@
+// What the persistent kernels (kernel_fp8.cuh, kernel_decode.cuh) share: the shared-memory base, the
+// TMA producer's tensor maps per tile, the launch, and the dispatch from a tile shape to an instantiation.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/cuda/ptx/mbarrier.cuh"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/tma.cuh"
+#include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/launch.hpp"
+#include "src/cuda/sm90/params.hpp"
+#include "src/core/tile_scheduler.hpp"
+
+namespace bsgemm::cuda {
+
+// The kernel's SharedStorage at the first 1024-byte boundary of the dynamic shared memory (swizzled
+// tiles need it; the launch reserves 1024 extra bytes). The padding is added to the shared array itself,
+// not to an integer address, so that the compiler still sees shared-memory accesses (LDS/STS rather
+// than generic loads).
+template <class Storage>
+__device__ __forceinline__ Storage& align_shared_storage(std::uint8_t* shared_raw) {
+  const std::uint32_t misalignment = ptx::smem_address(shared_raw) & 1023u;
+  return *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
+}
+
+// Where the TMA producer reads a tile of group g from: the group's own maps (pointer-array form) or the
+// kernel's, the coordinates of the tile's first row of A and of B, and the number of 128-deep k-blocks.
+struct TileSource {
+  const CUtensorMap* a_map;
+  const CUtensorMap* b_map;
+  std::int32_t a_row, b_row, a_batch, b_batch;
+  int k_blocks;
+};
+
+template <int BlockM, int BlockN>
+__device__ __forceinline__ TileSource tile_source(const KernelParams& p, const DeviceGroup& g, const core::TileCoord& c,
+                                                  std::int32_t group, std::int32_t* acquired_group) {
+  TileSource t;
+  t.a_map = g.a_map != nullptr ? g.a_map : &p.a_map;
+  t.b_map = g.b_map != nullptr ? g.b_map : &p.b_map;
+  if (g.a_map != nullptr && group != *acquired_group) {
+    // The prepare kernel edited these maps through the generic proxy.
+    ptx::fence_tensormap_acquire(t.a_map);
+    ptx::fence_tensormap_acquire(t.b_map);
+    *acquired_group = group;
+  }
+  t.a_row = g.a_row0 + c.m_block * BlockM;
+  t.b_row = c.n_block * BlockN;
+  t.a_batch = g.a_batch0 + c.l;
+  t.b_batch = g.b_batch0 + c.l;
+  t.k_blocks = static_cast<int>(core::ceil_div(g.k, kBlockK));
+  return t;
+}
+
+// Thread 0, before the block-wide barrier: the prefetch of the kernel's own tensor maps (the MoE forms).
+__device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
+  if (!p.per_group_maps) {
+    ptx::prefetch_tensormap(&p.a_map);
+    ptx::prefetch_tensormap(&p.b_map);
+  }
+}
+
+// The roles of the 384 threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales
+// (loader index 0-2), warpgroups 1-2 consume (index 0-1); setmaxnreg moves registers to the consumers.
+template <int ProducerRegisters, class Tma, class Loader, class Consumer>
+__device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&& consumer) {
+  const int warp = threadIdx.x / 32;
+  if (warp < 4) {
+    ptx::setmaxnreg_dec<ProducerRegisters>();
+    if (warp == 0) {
+      if (threadIdx.x == 0) tma();
+    } else {
+      loader(warp - 1);
+    }
+  } else {
+    ptx::setmaxnreg_inc<kConsumerRegisters>();
+    consumer(warp / 4 - 1);
+  }
+}
+
+// One persistent CTA per SM (`grid`), 384 threads, Traits::kSharedBytes of dynamic shared memory.
+template <class Traits>
+cudaError_t launch_persistent(void (*kernel)(KernelParams), const KernelParams& p, int grid, cudaStream_t stream) {
+  const cudaError_t e =
+      allow_dynamic_shared_memory<Traits>(reinterpret_cast<const void*>(kernel), static_cast<int>(Traits::kSharedBytes));
+  if (e != cudaSuccess) return e;
+  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
+  return cudaGetLastError();
+}
+
+// Calls f(TraitsOf<BlockM, BlockN>{}) for the tile (one of launch.hpp's kFp8Tiles); false for others.
+template <template <int, int> class TraitsOf, class F>
+bool visit_tile(int block_m, int block_n, F&& f) {
+  if (block_m == 128 && block_n == 128) return f(TraitsOf<128, 128>{}), true;
+  if (block_m == 128 && block_n == 64) return f(TraitsOf<128, 64>{}), true;
+  if (block_m == 64 && block_n == 256) return f(TraitsOf<64, 256>{}), true;
+  if (block_m == 64 && block_n == 128) return f(TraitsOf<64, 128>{}), true;
+  return false;
+}
+
+}  // namespace bsgemm::cuda
