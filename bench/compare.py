@@ -61,7 +61,7 @@ def main():
         dg_text, vs_dg = "-", "-"
         dg = DEEPGEMM.get((case, layout))
         # DeepGEMM runs fp8-block128; FP4-weight rows are held to it too (issue 4's targets are ratios to it).
-        if dg and ms and (r["recipe"] == "fp8-block128" or r["recipe"].endswith("mxfp4")):
+        if dg and ms and (r["recipe"] == "fp8-block128" or r["recipe"].endswith(("mxfp4", "nvfp4"))):
             if dg[0] == "ms":
                 dg_text, vs_dg = f"{dg[1]:.3f} ms", f"{dg[1] / ms:.2f}x"
             elif r.get("tflops"):
