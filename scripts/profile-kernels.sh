@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Nsight Compute on the FP8 kernels (and FP8 x FP4) at the prefill shape (what bench/NOTES.md cites as the bounds).
-# Run from the repository root on the GPU machine after a build (scripts/device-check.sh STEPS=build).
+# Nsight Compute on the grouped GEMM kernels at the prefill shape: throughput, warp states and, per SASS
+# instruction, where the warps stall (scripts/stall_summary.py reads the source page). bench/NOTES.md
+# quotes these. Run from the repository root on the GPU machine after a build (scripts/device-check.sh
+# STEPS=build):
+#     RECIPES="mxfp8 nvfp4" KERNEL_PATH=auto OUT=/some/dir bash scripts/profile-kernels.sh
+# RECIPES: recipes or A:B pairs (default fp8-block128 mxfp8 mxfp8:mxfp4 nvfp4); KERNEL_PATH: passed to
+# --kernel-path (default auto). Results: $OUT/ncu-<recipe>.txt (details) and $OUT/stalls-<recipe>.txt.
 set -uo pipefail
 OUT=${OUT:-$PWD/out}
+RECIPES=${RECIPES:-fp8-block128 mxfp8 mxfp8:mxfp4 nvfp4}
+KERNEL_PATH=${KERNEL_PATH:-auto}
+BSGEMM=${BSGEMM:-./build/bsgemm}
 mkdir -p "$OUT"
 sizes="(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1)"
-# lts__t_bytes: the L2 traffic in bytes per second, to test the L2-bandwidth bound bench/NOTES.md infers for
-# fp8-block128 (~6.6 TB/s at 859 TFLOP/s).
-for recipe in fp8-block128 mxfp8 mxfp8:mxfp4; do
-  a=${recipe%%:*} b=${recipe##*:}
-  timeout 150 ncu --clock-control none --kernel-name regex:grouped_fp8 --launch-count 1 \
+for recipe in $RECIPES; do
+  a=${recipe%%:*} b=${recipe##*:} name=${recipe/:/-}
+  # lts__t_bytes: L2 traffic per second (the L2-bandwidth bound bench/NOTES.md discusses for fp8-block128).
+  timeout 150 ncu --clock-control none --kernel-name regex:grouped_ --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
-    --section MemoryWorkloadAnalysis --metrics lts__t_bytes.sum.per_second \
-    ./build/bsgemm run --a-recipe "$a" --b-recipe "$b" --layout contiguous --problem-sizes-mnkl "$sizes" --backend cuda \
-    --skip-ref-check --iterations 1 >"$OUT/ncu-${recipe/:/-}.txt" 2>&1
+    --section MemoryWorkloadAnalysis --section SourceCounters --metrics lts__t_bytes.sum.per_second \
+    -o "$OUT/ncu-$name" -f \
+    "$BSGEMM" run --a-recipe "$a" --b-recipe "$b" --layout contiguous --problem-sizes-mnkl "$sizes" --backend cuda \
+    --kernel-path "$KERNEL_PATH" --skip-ref-check --iterations 1 >"$OUT/ncu-$name.log" 2>&1
   echo "ncu $recipe: rc=$?"
+  ncu -i "$OUT/ncu-$name.ncu-rep" --page details >"$OUT/ncu-$name.txt" 2>&1
+  ncu -i "$OUT/ncu-$name.ncu-rep" --page source --csv --print-source=sass >"$OUT/source-$name.csv" 2>/dev/null &&
+    python3 scripts/stall_summary.py "$OUT/source-$name.csv" >"$OUT/stalls-$name.txt" 2>&1
+  head -3 "$OUT/stalls-$name.txt"
+  rm -f "$OUT/ncu-$name.ncu-rep"
 done
