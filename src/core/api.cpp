@@ -53,6 +53,9 @@ Status check_backend(const GemmArguments& args, const RunOptions& options, Backe
     if (options.cluster_m != 1 || options.cluster_n != 1)
       return Status::error(StatusCode::invalid_argument, -1, "cluster",
                            "a cluster shape (--cluster-shape-mn) applies to the cuda back end only");
+    if (options.path != KernelPath::automatic)
+      return Status::error(StatusCode::invalid_argument, -1, "path",
+                           "a kernel path (--kernel-path) applies to the cuda back end only");
   }
   if (options.cpu_threads < 0)
     return Status::error(StatusCode::invalid_argument, -1, "cpu_threads", "must not be negative");

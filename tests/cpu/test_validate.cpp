@@ -1307,6 +1307,24 @@ TEST(ValidateValid, MaskedGroups) {
   EXPECT_TRUE(IsOk(check(mixed.args())));
 }
 
+// The CUDA back end's tuning options are refused on the CPU back end, naming the option.
+TEST(ValidateValid, CudaOnlyOptionsAreRefusedOnTheCpuBackEnd) {
+  PointerArray p;
+  p.add(8, 32, 64);
+  const GemmArguments args = p.args();
+  RunOptions options{Backend::cpu};
+  EXPECT_TRUE(IsOk(can_implement(args, options)));
+  options.tile_m = 128;
+  options.tile_n = 128;
+  EXPECT_TRUE(IsError(can_implement(args, options), StatusCode::invalid_argument, -1, "tile"));
+  options = RunOptions{Backend::cpu};
+  options.cluster_n = 2;
+  EXPECT_TRUE(IsError(can_implement(args, options), StatusCode::invalid_argument, -1, "cluster"));
+  options = RunOptions{Backend::cpu};
+  options.path = KernelPath::bf16;
+  EXPECT_TRUE(IsError(can_implement(args, options), StatusCode::invalid_argument, -1, "path"));
+}
+
 // With device-resident descriptions the groups cannot be read on the host: only the call-level
 // rules and the layout's own fields are checked here (the device checks the rest).
 TEST(ValidateValid, DeviceResidentDescriptionsSkipPerGroupChecks) {
