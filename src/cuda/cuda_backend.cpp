@@ -34,7 +34,7 @@ Status cuda_failure(cudaError_t e, const char* what) {
 
 // The kernel configuration of one call, and why it was chosen.
 struct Plan {
-  Fp8KernelChoice kernel;
+  KernelChoice kernel;
   int grid = 0;
   int stages = 0;
   std::string reason;
@@ -188,7 +188,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
 
 std::string supported_tiles() {
   std::string s;
-  for (const auto& t : kFp8Tiles) s += (s.empty() ? "" : ", ") + std::to_string(t[0]) + "," + std::to_string(t[1]);
+  for (const auto& t : kTiles) s += (s.empty() ? "" : ", ") + std::to_string(t[0]) + "," + std::to_string(t[1]);
   return s;
 }
 
@@ -277,7 +277,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    if (!fp8_tile_supported(options.tile_m, options.tile_n))
+    if (!tile_supported(options.tile_m, options.tile_n))
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
                                " is not one of the tiles the sm_90a kernel is built for: " + supported_tiles());

@@ -12,6 +12,8 @@
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/params.hpp"
+#include "src/cuda/sm90/pipeline.cuh"
+#include "src/cuda/sm90/tile_walker.cuh"
 #include "src/core/tile_scheduler.hpp"
 
 namespace bsgemm::cuda {
@@ -55,6 +57,21 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   return t;
 }
 
+// The scale loaders' share of the walk: f(group, tile, k_block, stage state) for every stage that scale
+// loader `loader` fills (every kScaleLoaderWarps-th stage of the CTA's sequence).
+template <int Stages, class F>
+__device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int loader, F&& f) {
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int64_t step = 0;
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    for (int kb = 0; kb < k_blocks; ++kb, ++step)
+      if (step % kScaleLoaderWarps == loader) f(*g, c, kb, PipelineState<Stages>::at(step));
+  }
+}
+
 // Thread 0, before the block-wide barrier: the prefetch of the kernel's own tensor maps (the MoE forms).
 __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
   if (!p.per_group_maps) {
@@ -91,7 +108,7 @@ cudaError_t launch_persistent(void (*kernel)(KernelParams), const KernelParams& 
   return cudaGetLastError();
 }
 
-// Calls f(TraitsOf<BlockM, BlockN>{}) for the tile (one of launch.hpp's kFp8Tiles); false for others.
+// Calls f(TraitsOf<BlockM, BlockN>{}) for the tile (one of launch.hpp's kTiles); false for others.
 template <template <int, int> class TraitsOf, class F>
 bool visit_tile(int block_m, int block_n, F&& f) {
   if (block_m == 128 && block_n == 128) return f(TraitsOf<128, 128>{}), true;

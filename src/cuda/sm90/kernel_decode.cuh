@@ -141,13 +141,13 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const
                                         [&](int consumer) { decode_and_multiply<Traits>(p, ss, pipe, consumer); });
 }
 
-// The instantiations of one operand combination, by tile (launch.hpp's kFp8Tiles).
+// The instantiations of one operand combination, by tile (launch.hpp's kTiles).
 template <bool APacked, ScaleGranularity AScales, bool BPacked, ScaleGranularity BScales>
 struct DecodeCombination {
   template <int BlockM, int BlockN>
   using Traits = DecodeKernelTraits<APacked, AScales, BPacked, BScales, BlockM, BlockN>;
 
-  static cudaError_t launch(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+  static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
     cudaError_t e = cudaErrorInvalidValue;
     visit_tile<Traits>(choice.block_m, choice.block_n, [&](auto traits) {
       using T = decltype(traits);
@@ -160,14 +160,14 @@ struct DecodeCombination {
     visit_tile<Traits>(m, n, [&](auto traits) { stages = decltype(traits)::kStages; });
     return stages;
   }
-  static bool matches(const Fp8KernelChoice& c) {
+  static bool matches(const KernelChoice& c) {
     return c.a_packed == APacked && c.a_scales == AScales && c.b_packed == BPacked && c.b_scales == BScales;
   }
 };
 
 // The first of Combinations that matches the choice: its launch (false when none matches).
 template <class... Combinations>
-bool launch_first_match(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+bool launch_first_match(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                         cudaError_t* result) {
   bool found = false;
   const auto try_one = [&](auto combination) {
@@ -182,7 +182,7 @@ bool launch_first_match(const Fp8KernelChoice& choice, const KernelParams& param
 
 // ... and its pipeline depth (0 when none matches).
 template <class... Combinations>
-int stages_of_first_match(const Fp8KernelChoice& choice) {
+int stages_of_first_match(const KernelChoice& choice) {
   int stages = 0;
   const auto try_one = [&](auto combination) {
     using C = decltype(combination);

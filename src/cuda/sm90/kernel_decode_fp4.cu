@@ -8,12 +8,12 @@ using Nvfp4 = DecodeCombination<true, ScaleGranularity::nv16, true, ScaleGranula
 using Mxfp4 = DecodeCombination<true, ScaleGranularity::mx32, true, ScaleGranularity::mx32>;
 }  // namespace
 
-bool launch_decode_fp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+bool launch_decode_fp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                        cudaError_t* result) {
   return launch_first_match<Nvfp4, Mxfp4>(choice, params, grid, stream, result);
 }
 
-int decode_fp4_stages(const Fp8KernelChoice& choice) {
+int decode_fp4_stages(const KernelChoice& choice) {
   return stages_of_first_match<Nvfp4, Mxfp4>(choice);
 }
 

@@ -13,12 +13,12 @@ using Block128Nv4 = DecodeCombination<false, G::block128, true, G::nv16>;
 
 }  // namespace
 
-bool launch_decode_mixed(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+bool launch_decode_mixed(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                          cudaError_t* result) {
   return launch_first_match<Mx8Mx4, Mx8Nv4, Block128Mx4, Block128Nv4>(choice, params, grid, stream, result);
 }
 
-int decode_mixed_stages(const Fp8KernelChoice& choice) {
+int decode_mixed_stages(const KernelChoice& choice) {
   return stages_of_first_match<Mx8Mx4, Mx8Nv4, Block128Mx4, Block128Nv4>(choice);
 }
 

@@ -66,32 +66,24 @@ template <class Traits>
 __device__ __forceinline__ void load_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                             const Fp8Pipeline<Traits>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
-  TileWalker walker(p);
-  core::TileCoord c;
-  const DeviceGroup* g;
-  std::int64_t step = 0;
-  while (walker.next(&c, &g)) {
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    for (int kb = 0; kb < k_blocks; ++kb, ++step) {
-      if (step % kScaleLoaderWarps != loader) continue;
-      const auto state = PipelineState<Traits::kStages>::at(step);
-      StageScaleGather<Traits> scales;
-      scales.load(p, *g, c, kb, lane);
-      pipe.producer_acquire(state);
-      scales.store(p, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
-      if constexpr (Traits::kAnyPacked) {
-        const int k_valid = static_cast<int>(g->k - static_cast<std::int64_t>(kb) * kBlockK);
-        pipe.raw_wait(state);
-        if constexpr (Traits::kAPacked)
-          widen_e2m1_tile<Traits::kBlockM>(ss.raw[state.index].a(), ss.stages[state.index].a, k_valid, lane);
-        if constexpr (Traits::kBPacked)
-          widen_e2m1_tile<Traits::kBlockN>(ss.raw[state.index].b(), ss.stages[state.index].b, k_valid, lane);
-        // The consumers' wgmma reads the widened tiles through the async proxy.
-        ptx::fence_proxy_async_shared();
-      }
-      pipe.producer_commit(state);
+  for_each_loader_stage<Traits::kStages>(p, loader, [&](const DeviceGroup& g, const core::TileCoord& c, int kb,
+                                                        const PipelineState<Traits::kStages>& state) {
+    StageScaleGather<Traits> scales;
+    scales.load(p, g, c, kb, lane);
+    pipe.producer_acquire(state);
+    scales.store(p, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
+    if constexpr (Traits::kAnyPacked) {
+      const int k_valid = static_cast<int>(g.k - static_cast<std::int64_t>(kb) * kBlockK);
+      pipe.raw_wait(state);
+      if constexpr (Traits::kAPacked)
+        widen_e2m1_tile<Traits::kBlockM>(ss.raw[state.index].a(), ss.stages[state.index].a, k_valid, lane);
+      if constexpr (Traits::kBPacked)
+        widen_e2m1_tile<Traits::kBlockN>(ss.raw[state.index].b(), ss.stages[state.index].b, k_valid, lane);
+      // The consumers' wgmma reads the widened tiles through the async proxy.
+      ptx::fence_proxy_async_shared();
     }
-  }
+    pipe.producer_commit(state);
+  });
 }
 
 template <class Traits>
@@ -150,10 +142,10 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
                                         [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
-// The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kFp8Tiles): its
+// The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kTiles): its
 // launch, and its pipeline depth (for describe_plan).
 template <template <int, int> class TraitsOf>
-cudaError_t launch_for_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_for_tile(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   cudaError_t e = cudaErrorInvalidValue;
   visit_tile<TraitsOf>(choice.block_m, choice.block_n, [&](auto traits) {
     using Traits = decltype(traits);

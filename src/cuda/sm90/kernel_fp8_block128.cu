@@ -11,13 +11,7 @@ using Block128Traits = Fp8KernelTraits<ptx::Fp8Kind::e4m3, ptx::Fp8Kind::e4m3, S
 
 }  // namespace
 
-bool fp8_tile_supported(int block_m, int block_n) {
-  for (const auto& tile : kFp8Tiles)
-    if (tile[0] == block_m && tile[1] == block_n) return true;
-  return false;
-}
-
-cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_fp8_block128(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   if (choice.a != ptx::Fp8Kind::e4m3 || choice.b != ptx::Fp8Kind::e4m3) return cudaErrorInvalidValue;
   return launch_for_tile<Block128Traits>(choice, params, grid, stream);
 }

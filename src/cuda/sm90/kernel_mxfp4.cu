@@ -14,13 +14,13 @@ struct Mx4Tile {
 };
 
 template <ptx::Fp8Kind A, bool APacked>
-cudaError_t launch_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_tile(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   return launch_for_tile<Mx4Tile<A, APacked>::template Traits>(choice, params, grid, stream);
 }
 
 }  // namespace
 
-cudaError_t launch_mxfp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_mxfp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   using ptx::Fp8Kind;
   if (choice.scales != ScaleGranularity::mx32 || !choice.b_packed || choice.b != Fp8Kind::e4m3) return cudaErrorInvalidValue;
   if (choice.a_packed) {

@@ -13,7 +13,7 @@ struct MxTile {
 };
 
 template <ptx::Fp8Kind A, ptx::Fp8Kind B>
-cudaError_t launch_tile(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_tile(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   return launch_for_tile<MxTile<A, B>::template Traits>(choice, params, grid, stream);
 }
 
@@ -26,7 +26,7 @@ struct DepthOf {
 
 }  // namespace
 
-int fp8_kernel_stages(const Fp8KernelChoice& choice) {
+int fp8_kernel_stages(const KernelChoice& choice) {
   const int m = choice.block_m, n = choice.block_n;
   if (choice.scales == ScaleGranularity::block128)
     return stages_for_tile<DepthOf<ScaleGranularity::block128, false, false>::Traits>(m, n);
@@ -35,7 +35,7 @@ int fp8_kernel_stages(const Fp8KernelChoice& choice) {
   return stages_for_tile<DepthOf<ScaleGranularity::mx32, false, false>::Traits>(m, n);
 }
 
-cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+cudaError_t launch_mxfp8(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   using ptx::Fp8Kind;
   if (choice.a_packed || choice.b_packed) return cudaErrorInvalidValue;
   if (choice.a == Fp8Kind::e4m3 && choice.b == Fp8Kind::e4m3) return launch_tile<Fp8Kind::e4m3, Fp8Kind::e4m3>(choice, params, grid, stream);

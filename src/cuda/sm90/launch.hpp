@@ -11,8 +11,8 @@
 
 namespace bsgemm::cuda {
 
-// One instantiation of the FP8 kernel.
-struct Fp8KernelChoice {
+// One kernel instantiation: the FP8 kernel, or the decoding kernel when `decode` is set.
+struct KernelChoice {
   ScaleGranularity scales = ScaleGranularity::block128;
   ptx::Fp8Kind a = ptx::Fp8Kind::e4m3, b = ptx::Fp8Kind::e4m3;
   bool a_packed = false, b_packed = false;  // e2m1 in memory
@@ -23,26 +23,30 @@ struct Fp8KernelChoice {
   ScaleGranularity a_scales = ScaleGranularity::mx32, b_scales = ScaleGranularity::mx32;
 };
 
-// The tile shapes the FP8 kernel is built for (block_m x block_n).
-inline constexpr int kFp8Tiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}};
+// The tile shapes both kernels are built for (block_m x block_n).
+inline constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}};
 
-bool fp8_tile_supported(int block_m, int block_n);
+inline bool tile_supported(int block_m, int block_n) {
+  for (const auto& tile : kTiles)
+    if (tile[0] == block_m && tile[1] == block_n) return true;
+  return false;
+}
 // Pipeline stages and dynamic shared memory of an instantiation (for describe_plan).
-int fp8_kernel_stages(const Fp8KernelChoice& choice);
+int fp8_kernel_stages(const KernelChoice& choice);
 // Launches the persistent kernel on `grid` CTAs.
-cudaError_t launch_fp8_block128(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
-cudaError_t launch_mxfp8(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+cudaError_t launch_fp8_block128(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+cudaError_t launch_mxfp8(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
-cudaError_t launch_mxfp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+cudaError_t launch_mxfp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 
 // The decoding kernel: FP4 x FP4 (kernel_decode_fp4.cu), and FP8 activations with FP4 weights
 // (kernel_decode_mixed.cu). false when the file has no instantiation for the choice.
-bool launch_decode_fp4(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+bool launch_decode_fp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                        cudaError_t* result);
-bool launch_decode_mixed(const Fp8KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+bool launch_decode_mixed(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                          cudaError_t* result);
-int decode_fp4_stages(const Fp8KernelChoice& choice);
-int decode_mixed_stages(const Fp8KernelChoice& choice);
+int decode_fp4_stages(const KernelChoice& choice);
+int decode_mixed_stages(const KernelChoice& choice);
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for the kernel of instantiation Tag, once per device
 // (the attribute stays with the function; setting it on every launch costs a driver call each time).
