@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #include "src/cuda/ptx/mbarrier.cuh"
 #include "src/cuda/ptx/sync.cuh"
@@ -46,44 +47,59 @@ struct DecodeMainloop {
     release_lane = t % 32 == 0;
   }
 
-  // One 8-element chunk of an operand's row: K positions k0 .. k0 + 7 of the stage.
-  template <bool Packed, ScaleGranularity Scales, int Rows>
-  __device__ __forceinline__ static uint4 decode_chunk(const std::uint8_t* raw, const float (&scales)[scale_steps(Scales)][Rows],
-                                                       int row, int k0, bool e5m2, int k_valid) {
-    float scale = 1.0f;
-    if constexpr (Scales == ScaleGranularity::mx32) scale = scales[k0 / 32][row];
-    if constexpr (Scales == ScaleGranularity::nv16) scale = scales[k0 / 16][row];
-    uint4 out;
-    if constexpr (Packed) {
-      out = decode_e2m1x8(*reinterpret_cast<const std::uint32_t*>(raw + row * (kBlockK / 2) + k0 / 2), scale);
-    } else {
-      const uint2 codes = *reinterpret_cast<const uint2*>(raw + row * kBlockK + k0);
-      out = decode_fp8x8(codes.x, codes.y, e5m2, scale);
+  // Thread u decodes chunk u % 8 of rows u / 8 + 32 i of A (i < kBlockM / 32), then of B, so a warp covers
+  // four whole 128-byte rows (conflict-free) and which operand a chunk belongs to is known at compile time.
+  static constexpr int kChunksA = Traits::kBlockM / 32, kChunksB = Traits::kBlockN / 32;
+  static_assert(kChunksA + kChunksB == Traits::kChunksPerThread && kDecoders == 256);
+
+  // One operand's chunks of a half stage: every raw load and scale load is issued before the first
+  // conversion, so their latencies overlap instead of adding up chunk after chunk. Tail: the chunk
+  // reaches past K (TMA zero-fills FP8 rows, but a packed row's last byte may hold a padding nibble).
+  template <bool Packed, ScaleGranularity Scales, int Rows, int Chunks, bool Tail>
+  __device__ __forceinline__ static void decode_operand(const std::uint8_t* raw, const float (&scales)[scale_steps(Scales)][Rows],
+                                                        std::uint8_t* out, int row0, int c, int k0, bool e5m2, int keep) {
+    std::uint32_t lo[Chunks], hi[Chunks];
+    float scale[Chunks];
+#pragma unroll
+    for (int i = 0; i < Chunks; ++i) {
+      const int row = row0 + 32 * i;
+      if constexpr (Packed) {
+        lo[i] = *reinterpret_cast<const std::uint32_t*>(raw + row * (kBlockK / 2) + k0 / 2);
+        hi[i] = 0;
+      } else {
+        const uint2 codes = *reinterpret_cast<const uint2*>(raw + row * kBlockK + k0);
+        lo[i] = codes.x;
+        hi[i] = codes.y;
+      }
+      scale[i] = 1.0f;
+      if constexpr (Scales == ScaleGranularity::mx32) scale[i] = scales[k0 / 32][row];
+      if constexpr (Scales == ScaleGranularity::nv16) scale[i] = scales[k0 / 16][row];
     }
-    // Past K: TMA zero-fills FP8 rows, but a packed row's last byte may hold a padding nibble.
-    if (k_valid - k0 < 8) clear_chunk_tail(&out, 2 * (k_valid - k0 < 0 ? 0 : k_valid - k0));  // bytes
-    return out;
+    // Rows 32 apart share row % 8, so every chunk of this thread lands in the same swizzled column.
+    const int column = (c ^ (row0 % 8)) * 16;
+#pragma unroll
+    for (int i = 0; i < Chunks; ++i) {
+      uint4 v = Packed ? decode_e2m1x8(lo[i], scale[i]) : decode_fp8x8(lo[i], hi[i], e5m2, scale[i]);
+      if constexpr (Tail) clear_chunk_tail(&v, 2 * keep);  // bytes
+      *reinterpret_cast<uint4*>(out + (row0 + 32 * i) * 128 + column) = v;
+    }
   }
 
   // Decodes half `half` (K 64 half .. 64 half + 63) of raw stage s into decoded tile d.
   __device__ __forceinline__ void decode_half(Storage& ss, int s, int half, int d, int k_valid) const {
-#pragma unroll 2
-    for (int i = 0; i < Traits::kChunksPerThread; ++i) {
-      const int id = decoder + kDecoders * i;
-      const int row = id / 8, c = id % 8;
-      const int k0 = half * kDecodedK + 8 * c;
-      // 16-byte chunk c of a 128-byte row r sits at chunk c ^ (r % 8): the 128-byte swizzle wgmma reads.
-      if (row < Traits::kBlockM) {
-        const uint4 v = decode_chunk<Traits::kAPacked, Traits::kAScales, Traits::kBlockM>(ss.raw[s].a, ss.sfa[s], row, k0,
-                                                                                         a_e5m2, k_valid);
-        *reinterpret_cast<uint4*>(ss.decoded[d].a + row * 128 + ((c ^ (row % 8)) * 16)) = v;
-      } else {
-        const int r = row - Traits::kBlockM;
-        const uint4 v = decode_chunk<Traits::kBPacked, Traits::kBScales, Traits::kBlockN>(ss.raw[s].b, ss.sfb[s], r, k0,
-                                                                                         b_e5m2, k_valid);
-        *reinterpret_cast<uint4*>(ss.decoded[d].b + r * 128 + ((c ^ (r % 8)) * 16)) = v;
-      }
-    }
+    const int row0 = decoder / 8, c = decoder % 8;
+    const int k0 = half * kDecodedK + 8 * c;
+    const auto both = [&](auto tail) {
+      constexpr bool kTail = decltype(tail)::value;
+      const int keep = k_valid - k0 < 0 ? 0 : k_valid - k0;
+      decode_operand<Traits::kAPacked, Traits::kAScales, Traits::kBlockM, kChunksA, kTail>(
+          ss.raw[s].a, ss.sfa[s], ss.decoded[d].a, row0, c, k0, a_e5m2, keep);
+      decode_operand<Traits::kBPacked, Traits::kBScales, Traits::kBlockN, kChunksB, kTail>(
+          ss.raw[s].b, ss.sfb[s], ss.decoded[d].b, row0, c, k0, b_e5m2, keep);
+    };
+    // Only the last stage of a K range not a multiple of 128 has chunks past K.
+    if (k_valid - k0 >= 8) both(std::false_type{});
+    else both(std::true_type{});
   }
 
   // The wgmma of decoded tile d (4 of k16) into acc, as one commit group.
