@@ -54,10 +54,10 @@ bool is_fp4(Recipe r) { return r == Recipe::mxfp4 || r == Recipe::nvfp4; }
 // What the FP8 kernel runs: FP8 wgmma with the scales applied in fp32 per scale block.
 bool fp8_path_runs(const GemmArguments& a) { return is_block128(a) || is_mxfp8(a) || is_mx_with_fp4(a); }
 // What the decoding kernel runs: FP4 weights with FP8 activations (mxfp8 or fp8-block128) or FP4
-// activations of the same recipe (kernel_decode_*.cu instantiate these).
+// activations of the same recipe, and mxfp8 (kernel_decode_*.cu instantiate these).
 bool bf16_path_runs(const GemmArguments& a) {
   const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
-  return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8 || ra == Recipe::fp8_block128);
+  return (is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8 || ra == Recipe::fp8_block128)) || is_mxfp8(a);
 }
 // The planner's path: fp8 wherever it runs (it measured faster for mxfp4 and mxfp8 x mxfp4 too:
 // bench/NOTES.md version 7), bf16 for the rest (nvfp4, mxfp8 x nvfp4, fp8-block128 x FP4).
@@ -180,8 +180,16 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   } else {
     choose_tile(args, &plan);
   }
-  plan.stages = plan.kernel.decode ? std::max(decode_fp4_stages(plan.kernel), decode_mixed_stages(plan.kernel))
-                                   : fp8_kernel_stages(plan.kernel);
+  const auto stages_of = [](const Fp8KernelChoice& k) {
+    return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
+  };
+  plan.stages = stages_of(plan.kernel);
+  if (plan.stages == 0 && options.tile_m == 0 && plan.kernel.block_m == 64 && plan.kernel.block_n == 256) {
+    // 64x256 leaves the decoding kernel too few stages with 8-bit B: the next tile of the same shape class.
+    plan.kernel.block_n = 128;
+    plan.reason += "; 64x256 does not fit the decoding kernel with 8-bit B";
+    plan.stages = stages_of(plan.kernel);
+  }
   plan.grid = sm_count();
   return plan;
 }
@@ -268,7 +276,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use bf16 or auto");
   if (options.path == KernelPath::bf16 && !bf16_path_runs(args))
     return Status::error(StatusCode::not_supported, -1, "path",
-                         std::string("kernel path bf16 runs the recipes with FP4 weights, not ") +
+                         std::string("kernel path bf16 runs the recipes with FP4 weights and mxfp8, not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
   if (args.a_major != Major::k)
     return Status::error(StatusCode::not_supported, -1, "a_major",
@@ -281,6 +289,11 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
                                " is not one of the tiles the sm_90a kernel is built for: " + supported_tiles());
+    if (choose_plan(args, options).stages == 0)
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
+                               " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
+                               " x " + to_string(args.b_type.recipe) + ": use another tile or --kernel-path fp8");
   }
   const auto power_of_two = [](int x) { return x > 0 && (x & (x - 1)) == 0; };
   if (!power_of_two(options.cluster_m) || !power_of_two(options.cluster_n) || options.cluster_m * options.cluster_n > 16)

@@ -151,13 +151,13 @@ struct DecodeCombination {
     cudaError_t e = cudaErrorInvalidValue;
     visit_tile<Traits>(choice.block_m, choice.block_n, [&](auto traits) {
       using T = decltype(traits);
-      e = launch_persistent<T>(grouped_decode_kernel<T>, params, grid, stream);
+      if constexpr (T::kFits) e = launch_persistent<T>(grouped_decode_kernel<T>, params, grid, stream);
     });
     return e;
   }
   static int stages(int m, int n) {
     int stages = 0;
-    visit_tile<Traits>(m, n, [&](auto traits) { stages = decltype(traits)::kStages; });
+    visit_tile<Traits>(m, n, [&](auto traits) { stages = decltype(traits)::kFits ? decltype(traits)::kStages : 0; });
     return stages;
   }
   static bool matches(const KernelChoice& c) {
