@@ -180,7 +180,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   } else {
     choose_tile(args, &plan);
   }
-  const auto stages_of = [](const Fp8KernelChoice& k) {
+  const auto stages_of = [](const KernelChoice& k) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
   plan.stages = stages_of(plan.kernel);

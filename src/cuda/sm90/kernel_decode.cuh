@@ -64,34 +64,26 @@ template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
-  TileWalker walker(p);
-  core::TileCoord c;
-  const DeviceGroup* g;
-  std::int64_t step = 0;
-  while (walker.next(&c, &g)) {
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+  for_each_loader_stage<Traits::kStages>(p, loader, [&](const DeviceGroup& g, const core::TileCoord& c, int kb,
+                                                        const PipelineState<Traits::kStages>& state) {
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
-    for (int kb = 0; kb < k_blocks; ++kb, ++step) {
-      if (step % kScaleLoaderWarps != loader) continue;
-      const auto state = PipelineState<Traits::kStages>::at(step);
-      // Global loads first: their latency hides under the wait for the stage. 256 rows of 8 codes of
-      // B next to A's would not fit the loader's registers: then B after A.
-      constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
-      OperandStageScales<Traits::kBlockM, Traits::kStepsA> a;
-      OperandStageScales<Traits::kBlockN, Traits::kStepsB> b;
-      const auto load_b = [&] {
-        b.load(p.sfb_type, p.sfb_layout, g->sfb, g->sfb_batch_stride, g->sfb_ld, g->k, n0, g->n, c.l, kb, lane);
-      };
-      a.load(p.sfa_type, p.sfa_layout, g->sfa, g->sfa_batch_stride, g->sfa_ld, g->k, m0, g->m, c.l, kb, lane);
-      if constexpr (!kDeferB) load_b();
-      pipe.producer_acquire(state);
-      a.rows.store(p.sfa_type, &ss.sfa[state.index][0][0], lane);
-      if constexpr (kDeferB) load_b();
-      b.rows.store(p.sfb_type, &ss.sfb[state.index][0][0], lane);
-      pipe.producer_commit(state);
-    }
-  }
+    // Global loads first: their latency hides under the wait for the stage. 256 rows of 8 codes of
+    // B next to A's would not fit the loader's registers: then B after A.
+    constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
+    OperandStageScales<Traits::kBlockM, Traits::kStepsA> a;
+    OperandStageScales<Traits::kBlockN, Traits::kStepsB> b;
+    const auto load_b = [&] {
+      b.load(p.sfb_type, p.sfb_layout, g.sfb, g.sfb_batch_stride, g.sfb_ld, g.k, n0, g.n, c.l, kb, lane);
+    };
+    a.load(p.sfa_type, p.sfa_layout, g.sfa, g.sfa_batch_stride, g.sfa_ld, g.k, m0, g.m, c.l, kb, lane);
+    if constexpr (!kDeferB) load_b();
+    pipe.producer_acquire(state);
+    a.rows.store(p.sfa_type, &ss.sfa[state.index][0][0], lane);
+    if constexpr (kDeferB) load_b();
+    b.rows.store(p.sfb_type, &ss.sfb[state.index][0][0], lane);
+    pipe.producer_commit(state);
+  });
 }
 
 template <class Traits>
