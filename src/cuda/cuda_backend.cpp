@@ -35,6 +35,7 @@ Status cuda_failure(cudaError_t e, const char* what) {
 // The kernel configuration of one call, and why it was chosen.
 struct Plan {
   KernelChoice kernel;
+  std::int64_t small_rows = 0;  // decode-sized groups (typical M <= 64): their largest row count, else 0
   int grid = 0;
   int stages = 0;
   std::string reason;
@@ -59,6 +60,14 @@ bool bf16_path_runs(const GemmArguments& a) {
   const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
   return (is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8 || ra == Recipe::fp8_block128)) || is_mxfp8(a);
 }
+// Decode-sized groups with FP4 weights go to the register-operand kernel (kernel_swapped.cu instantiates
+// FP4 weights with mxfp8 tokens or tokens of the weights' own recipe).
+bool swapped_runs(const GemmArguments& a) {
+  const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
+  return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
+}
+constexpr int kSwappedTokens = 32, kSwappedWeights = 256;  // --mma-tiler-mn 32,256 forces it
+
 // The planner's path: fp8 wherever it runs (it measured faster for mxfp4 and mxfp8 x mxfp4 too:
 // bench/NOTES.md version 7), bf16 for the rest (nvfp4, mxfp8 x nvfp4, fp8-block128 x FP4).
 bool use_bf16_path(const GemmArguments& a, const RunOptions& options) {
@@ -134,6 +143,8 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
       if (rows[g] <= 64) small += work;
     }
     typical_m = (all > 0 && small > 0.5 * all) ? 64 : 128;
+    if (typical_m == 64)
+      for (std::int64_t m : rows) plan->small_rows = std::max(plan->small_rows, std::min<std::int64_t>(m, 64));
     plan->reason = "host-visible group sizes";
   } else if (args.expected_m > 0) {
     typical_m = args.expected_m;
@@ -155,6 +166,7 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
   else
     n_max = 1 << 30;
   if (typical_m <= 64) {
+    if (plan->small_rows == 0) plan->small_rows = std::max<std::int64_t>(typical_m, 1);
     plan->kernel.block_m = 64;
     plan->kernel.block_n = n_max <= 128 ? 128 : 256;
   } else {
@@ -183,6 +195,19 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   const auto stages_of = [](const KernelChoice& k) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
+  // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
+  const bool forced_swap = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights;
+  if (swapped_runs(args) && options.path != KernelPath::fp8 &&
+      (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
+    plan.kernel.swapped = true;
+    plan.kernel.decode = true;
+    if (!forced_swap) plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
+    plan.kernel.block_n = kSwappedWeights;
+    plan.reason += "; FP4 weights in wgmma registers";
+    plan.stages = swapped_stages(plan.kernel);
+    plan.grid = sm_count();
+    return plan;
+  }
   plan.stages = stages_of(plan.kernel);
   if (plan.stages == 0 && options.tile_m == 0 && plan.kernel.block_m == 64 && plan.kernel.block_n == 256) {
     // 64x256 leaves the decoding kernel too few stages with 8-bit B: the next tile of the same shape class.
@@ -285,10 +310,12 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    if (!tile_supported(options.tile_m, options.tile_n))
+    const bool swapped_tile = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights && swapped_runs(args);
+    if (!tile_supported(options.tile_m, options.tile_n) && !swapped_tile)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
-                               " is not one of the tiles the sm_90a kernel is built for: " + supported_tiles());
+                               " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
+                               " (and 32,256 for FP4 weights with mxfp8 or same-recipe tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
@@ -424,7 +451,9 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
 
   cudaError_t e = launch_prepare_groups(prepare, stream);
   if (e != cudaSuccess) return cuda_failure(e, "launching the prepare kernel");
-  if (plan.kernel.decode) {
+  if (plan.kernel.swapped) {
+    if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
+  } else if (plan.kernel.decode) {
     if (!launch_decode_fp4(plan.kernel, kernel, plan.grid, stream, &e) &&
         !launch_decode_mixed(plan.kernel, kernel, plan.grid, stream, &e))
       e = cudaErrorInvalidValue;
@@ -461,7 +490,8 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& options) 
   std::string s = "sm_90a ";
   s += to_string(args.a_type.recipe);
   if (args.b_type.recipe != args.a_type.recipe) s += std::string(" x ") + to_string(args.b_type.recipe);
-  if (plan.kernel.decode) s += " (decoded to bf16 on chip, BF16 wgmma)";
+  if (plan.kernel.swapped) s += " (FP4 weights decoded into wgmma's A registers, D^T = B A^T, BF16 wgmma)";
+  else if (plan.kernel.decode) s += " (decoded to bf16 on chip, BF16 wgmma)";
   else if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
   s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +

@@ -254,10 +254,24 @@ TEST(GpuTiles, EveryTileShape) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 9000;
   for (const RecipeVariant& v : recipe_variants())
-    for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}}) {
+    for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}}) {
       RunOptions o;
       o.tile_m = tile.first;
       o.tile_n = tile.second;
+      const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
+      const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
+      if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
+        // 32,256 is the register-operand kernel's tile: FP4 weights with mxfp8 or same-recipe tokens only.
+        WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
+        HostWorkload host;
+        ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+        o.backend = Backend::cuda;
+        o.path = v.path;
+        const Status st = can_implement(host.args(), o);
+        EXPECT_FALSE(st.ok()) << v.name;
+        EXPECT_EQ(st.field, "tile");
+        continue;
+      }
       if (v.path == KernelPath::bf16 && v.b.recipe == Recipe::mxfp8 && tile.first == 64 && tile.second == 256) {
         // Too few stages for 8-bit B on the decoding kernel: refused before anything runs.
         WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({64}, 256, 256), ++seed);

@@ -14,12 +14,12 @@ __device__ __forceinline__ std::uint32_t smem_address(const void* p) {
 
 // mbarrier.init.shared::cta.b64 [addr], count;
 __device__ __forceinline__ void mbarrier_init(std::uint64_t* bar, std::uint32_t count) {
-  cuda::ptx::mbarrier_init(bar, count);
+  ::cuda::ptx::mbarrier_init(bar, count);
 }
 
 // fence.mbarrier_init.release.cluster;  makes initialised barriers visible to the async proxy (TMA).
 __device__ __forceinline__ void fence_mbarrier_init() {
-  cuda::ptx::fence_mbarrier_init(cuda::ptx::sem_release, cuda::ptx::scope_cluster);
+  ::cuda::ptx::fence_mbarrier_init(::cuda::ptx::sem_release, ::cuda::ptx::scope_cluster);
 }
 
 // mbarrier.arrive.release.cta.shared::cta.b64 _, [addr];
@@ -36,7 +36,7 @@ __device__ __forceinline__ void mbarrier_arrive_expect_tx(std::uint64_t* bar, st
 // mbarrier.try_wait.parity.shared::cta.b64 complete, [addr], parity;  (acquire.cta by default)
 // Spins until the phase with the given parity has completed.
 __device__ __forceinline__ void mbarrier_wait(std::uint64_t* bar, std::uint32_t parity) {
-  while (!cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
+  while (!::cuda::ptx::mbarrier_try_wait_parity(bar, parity)) {
   }
 }
 

@@ -14,7 +14,7 @@ namespace bsgemm::ptx {
 __device__ __forceinline__ void tma_load_3d(void* smem_dst, const CUtensorMap* map, std::int32_t c0, std::int32_t c1,
                                             std::int32_t c2, std::uint64_t* bar) {
   const std::int32_t coords[3] = {c0, c1, c2};
-  cuda::ptx::cp_async_bulk_tensor(cuda::ptx::space_cluster, cuda::ptx::space_global, smem_dst, map, coords, bar);
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_dst, map, coords, bar);
 }
 
 // prefetch.tensormap [addr];  pulls a tensor map into the descriptor cache ahead of its first use.
@@ -24,14 +24,14 @@ __device__ __forceinline__ void prefetch_tensormap(const CUtensorMap* map) {
 
 // tensormap.replace.tile.global_address.global.b1024.b64 [map], address;
 __device__ __forceinline__ void tensormap_replace_address(CUtensorMap* map, const void* address) {
-  cuda::ptx::tensormap_replace_global_address(cuda::ptx::space_global, map,
+  ::cuda::ptx::tensormap_replace_global_address(::cuda::ptx::space_global, map,
                                                static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(address)));
 }
 
 // tensormap.replace.tile.global_dim.global.b1024.b32 [map], ord, extent;
 template <int Ordinal>
 __device__ __forceinline__ void tensormap_replace_dim(CUtensorMap* map, std::uint32_t extent) {
-  cuda::ptx::tensormap_replace_global_dim(cuda::ptx::space_global, map, cuda::ptx::n32_t<Ordinal>{},
+  ::cuda::ptx::tensormap_replace_global_dim(::cuda::ptx::space_global, map, ::cuda::ptx::n32_t<Ordinal>{},
                                            static_cast<std::int32_t>(extent));
 }
 
@@ -39,19 +39,19 @@ __device__ __forceinline__ void tensormap_replace_dim(CUtensorMap* map, std::uin
 // Ordinal 0 is the stride of dimension 1 (dimension 0 is contiguous). The value is in bytes.
 template <int Ordinal>
 __device__ __forceinline__ void tensormap_replace_stride(CUtensorMap* map, std::uint64_t stride_bytes) {
-  cuda::ptx::tensormap_replace_global_stride(cuda::ptx::space_global, map, cuda::ptx::n32_t<Ordinal>{},
+  ::cuda::ptx::tensormap_replace_global_stride(::cuda::ptx::space_global, map, ::cuda::ptx::n32_t<Ordinal>{},
                                               static_cast<std::int64_t>(stride_bytes));
 }
 
 // fence.proxy.tensormap::generic.release.gpu;  orders this thread's edits of tensor maps in global memory
 // before their use through the tensormap proxy by any thread of the GPU.
 __device__ __forceinline__ void fence_tensormap_release() {
-  cuda::ptx::fence_proxy_tensormap_generic(cuda::ptx::sem_release, cuda::ptx::scope_gpu);
+  ::cuda::ptx::fence_proxy_tensormap_generic(::cuda::ptx::sem_release, ::cuda::ptx::scope_gpu);
 }
 
 // fence.proxy.tensormap::generic.acquire.gpu [map], 128;  before the first TMA that uses an edited map.
 __device__ __forceinline__ void fence_tensormap_acquire(const CUtensorMap* map) {
-  cuda::ptx::fence_proxy_tensormap_generic(cuda::ptx::sem_acquire, cuda::ptx::scope_gpu, map, cuda::ptx::n32_t<128>{});
+  ::cuda::ptx::fence_proxy_tensormap_generic(::cuda::ptx::sem_acquire, ::cuda::ptx::scope_gpu, map, ::cuda::ptx::n32_t<128>{});
 }
 
 }  // namespace bsgemm::ptx

@@ -53,6 +53,9 @@ struct WgmmaFp8;
 template <int N>
 struct WgmmaBf16;
 
+template <int N>
+struct WgmmaBf16RegisterA;
+
 #include "src/cuda/ptx/wgmma_bf16.inc"
 
 }  // namespace bsgemm::ptx

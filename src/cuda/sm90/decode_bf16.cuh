@@ -39,26 +39,32 @@ __device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi
                     decode_fp8x2(hi >> 16, e5m2, scale));
 }
 
-// Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16 times scale: the codes straight to bf16
-// (src/core/fp4_to_fp8.hpp), then one bf16x2 multiply per pair, exact since an e2m1 value (2 significant
-// bits) times a ue8m0 or ue4m3 scale (4) fits bf16's 8. Scales so small or large that a product would leave
-// bf16's normal range (no real checkpoint has them) take the fp32 route instead.
-__device__ __forceinline__ uint4 decode_e2m1x8(std::uint32_t codes, float scale) {
-  std::uint32_t w[4];
-  core::e2m1x4_to_bf16x4(codes & 0xFFFFu, &w[0], &w[1]);
-  core::e2m1x4_to_bf16x4(codes >> 16, &w[2], &w[3]);
+// Words of two bf16 each, times scale: one bf16x2 multiply per word, exact for decoded e2m1 values (2
+// significant bits) times a ue8m0 or ue4m3 scale (4 bits) in bf16's 8. Scales so small or large that a
+// product would leave bf16's normal range (no real checkpoint has them) take the fp32 route instead.
+template <int Words>
+__device__ __forceinline__ void scale_bf16x2(std::uint32_t (&w)[Words], float scale) {
   if (scale >= 0x1p-125f && scale <= 0x1p+124f) {
     const __nv_bfloat162 s = __float2bfloat162_rn(scale);  // exact: a power of two or a ue4m3 value
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
+    for (int q = 0; q < Words; ++q) {
       const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w[q]), s);
       w[q] = *reinterpret_cast<const std::uint32_t*>(&v);
     }
   } else {
 #pragma unroll
-    for (int q = 0; q < 4; ++q)
+    for (int q = 0; q < Words; ++q)
       w[q] = bf16x2_bits(decode_bf16(static_cast<std::uint16_t>(w[q])) * scale, decode_bf16(static_cast<std::uint16_t>(w[q] >> 16)) * scale);
   }
+}
+
+// Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16 times scale: the codes straight to bf16
+// (src/core/fp4_to_fp8.hpp), then scale_bf16x2.
+__device__ __forceinline__ uint4 decode_e2m1x8(std::uint32_t codes, float scale) {
+  std::uint32_t w[4];
+  core::e2m1x4_to_bf16x4(codes & 0xFFFFu, &w[0], &w[1]);
+  core::e2m1x4_to_bf16x4(codes >> 16, &w[2], &w[3]);
+  scale_bf16x2(w, scale);
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 

@@ -89,12 +89,16 @@ __device__ __forceinline__ void store8(DataType t, void* base, std::int64_t inde
 
 // Writes one consumer warpgroup's part of a tile. `acc` holds the promoted fp32 sums in wgmma fragment
 // order; `stage` is this warpgroup's [64][kEpiloguePitch] staging area; (row0, col0) is the group-local
-// position of the warpgroup's first row and column.
+// position of the warpgroup's first row and column. Transposed: the accumulator's rows are D's columns
+// and its columns D's rows (the register-operand kernel computes D^T = B A^T).
 template <class Traits>
 __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, const DeviceGroup& g, std::int32_t l,
                                                      std::int64_t row0, std::int64_t col0,
                                                      const float (&acc)[Traits::kAccumulators], float* stage,
-                                                     std::uint32_t barrier_id) {
+                                                     std::uint32_t barrier_id, bool transposed = false) {
+  // D^T is D with the other major and the extents swapped.
+  const bool n_major = p.d_n_major != transposed;
+  const std::int64_t m_extent = transposed ? g.n : g.m, n_extent = transposed ? g.m : g.n;
   const int t = threadIdx.x % kThreadsPerWarpgroup;
   const int warp = t / 32, lane = t % 32;
   const int frag_row = warp * 16 + lane / 4;
@@ -121,25 +125,25 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
       float v[8], cv[8];
       std::int64_t m, n, index, ld_c_index;
       int valid;
-      if (p.d_n_major) {
+      if (n_major) {
         const int r = t / 4 + 32 * it, seg = t % 4;
         m = row0 + r;
         n = col0 + 32 * chunk + 8 * seg;
-        if (m >= g.m || n >= g.n) continue;
+        if (m >= m_extent || n >= n_extent) continue;
         const float4 lo = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg]);
         const float4 hi = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg + 4]);
         v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-        valid = g.n - n < 8 ? static_cast<int>(g.n - n) : 8;
+        valid = n_extent - n < 8 ? static_cast<int>(n_extent - n) : 8;
         index = m * g.ldd + n;
         ld_c_index = m * g.ldc + n;
       } else {
         const int col = t % 32, rseg = t / 32 + 4 * it;
         n = col0 + 32 * chunk + col;
         m = row0 + 8 * rseg;
-        if (m >= g.m || n >= g.n) continue;
+        if (m >= m_extent || n >= n_extent) continue;
 #pragma unroll
         for (int q = 0; q < 8; ++q) v[q] = stage[(8 * rseg + q) * kEpiloguePitch + col];
-        valid = g.m - m < 8 ? static_cast<int>(g.m - m) : 8;
+        valid = m_extent - m < 8 ? static_cast<int>(m_extent - m) : 8;
         index = n * g.ldd + m;
         ld_c_index = n * g.ldc + m;
       }

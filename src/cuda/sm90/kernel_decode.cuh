@@ -69,19 +69,26 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
     // Global loads first: their latency hides under the wait for the stage. 256 rows of 8 codes of
-    // B next to A's would not fit the loader's registers: then B after A.
+    // B next to A's would not fit the loader's registers: then B after A, in two halves.
     constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
+    constexpr int kBParts = kDeferB ? 2 : 1, kBRows = Traits::kBlockN / kBParts;
     OperandStageScales<Traits::kBlockM, Traits::kStepsA> a;
-    OperandStageScales<Traits::kBlockN, Traits::kStepsB> b;
-    const auto load_b = [&] {
-      b.load(p.sfb_type, p.sfb_layout, g.sfb, g.sfb_batch_stride, g.sfb_ld, g.k, n0, g.n, c.l, kb, lane);
+    OperandStageScales<kBRows, Traits::kStepsB> b;
+    const auto load_b = [&](int part) {
+      b.load(p.sfb_type, p.sfb_layout, g.sfb, g.sfb_batch_stride, g.sfb_ld, g.k, n0 + part * kBRows, g.n, c.l, kb, lane);
+    };
+    const auto store_b = [&](int part) {
+      b.rows.store(p.sfb_type, &ss.sfb[state.index][0][part * kBRows], lane, 1.0f, Traits::kBlockN);
     };
     a.load(p.sfa_type, p.sfa_layout, g.sfa, g.sfa_batch_stride, g.sfa_ld, g.k, m0, g.m, c.l, kb, lane);
-    if constexpr (!kDeferB) load_b();
+    if constexpr (!kDeferB) load_b(0);
     pipe.producer_acquire(state);
     a.rows.store(p.sfa_type, &ss.sfa[state.index][0][0], lane);
-    if constexpr (kDeferB) load_b();
-    b.rows.store(p.sfb_type, &ss.sfb[state.index][0][0], lane);
+#pragma unroll
+    for (int part = 0; part < kBParts; ++part) {
+      if constexpr (kDeferB) load_b(part);
+      store_b(part);
+    }
     pipe.producer_commit(state);
   });
 }

@@ -21,6 +21,9 @@ struct KernelChoice {
   // Without it, FP4 operands are widened to e4m3 for the FP8 kernel (mx32 scales only).
   bool decode = false;
   ScaleGranularity a_scales = ScaleGranularity::mx32, b_scales = ScaleGranularity::mx32;
+  // The register-operand kernel (kernel_swapped.cuh): decode-sized groups with FP4 weights; block_m is
+  // the tokens per tile (32 or 64), block_n 256 weights.
+  bool swapped = false;
 };
 
 // The tile shapes both kernels are built for (block_m x block_n).
@@ -45,7 +48,10 @@ bool launch_decode_fp4(const KernelChoice& choice, const KernelParams& params, i
                        cudaError_t* result);
 bool launch_decode_mixed(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
                          cudaError_t* result);
+bool launch_swapped(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+                    cudaError_t* result);
 int decode_fp4_stages(const KernelChoice& choice);
+int swapped_stages(const KernelChoice& choice);
 int decode_mixed_stages(const KernelChoice& choice);
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for the kernel of instantiation Tag, once per device

@@ -87,14 +87,15 @@ struct ScaleRows {
     }
   }
 
-  // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here).
-  __device__ __forceinline__ void store(DataType type, float* dst, int lane, float factor = 1.0f) const {
+  // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here); pitch: the floats
+  // between steps in dst (a part of a longer row of scales).
+  __device__ __forceinline__ void store(DataType type, float* dst, int lane, float factor = 1.0f, int pitch = Rows) const {
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i)
 #pragma unroll
       for (int s = 0; s < Steps; ++s) {
         const std::uint32_t raw = Steps == 1 ? bits[i][0] : (bits[i][s / 4] >> (8 * (s % 4))) & 0xFFu;
-        dst[s * Rows + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) * factor : 0.0f;
+        dst[s * pitch + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) * factor : 0.0f;
       }
   }
 };

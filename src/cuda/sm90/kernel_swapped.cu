@@ -1,0 +1,22 @@
+// Instantiations of the register-operand kernel: FP4 weights (mxfp4, nvfp4) with mxfp8 or same-recipe
+// FP4 tokens, 32 or 64 tokens per tile.
+#include "src/cuda/sm90/kernel_swapped.cuh"
+
+namespace bsgemm::cuda {
+
+namespace {
+using G = ScaleGranularity;
+using Nvfp4 = SwappedCombination<true, G::nv16, G::nv16>;
+using Mxfp4 = SwappedCombination<true, G::mx32, G::mx32>;
+using Mx8Mx4 = SwappedCombination<false, G::mx32, G::mx32>;
+using Mx8Nv4 = SwappedCombination<false, G::mx32, G::nv16>;
+}  // namespace
+
+bool launch_swapped(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream,
+                    cudaError_t* result) {
+  return launch_first_match<Nvfp4, Mxfp4, Mx8Mx4, Mx8Nv4>(choice, params, grid, stream, result);
+}
+
+int swapped_stages(const KernelChoice& choice) { return stages_of_first_match<Nvfp4, Mxfp4, Mx8Mx4, Mx8Nv4>(choice); }
+
+}  // namespace bsgemm::cuda

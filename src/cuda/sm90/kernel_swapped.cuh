@@ -1,0 +1,93 @@
+// The register-operand kernel for decode-sized groups with FP4 weights (kernel_traits_swapped.cuh):
+// D^T = W X^T with the weights decoded into wgmma's A fragments in registers.
+//
+// Roles as in the decoding kernel (kernel_decode.cuh), whose TMA producer and scale loaders it shares
+// (A = the tokens, B = the weights); the consumers run mainloop_swapped.cuh and write each slab of the
+// tile transposed (epilogue.cuh).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "src/cuda/sm90/epilogue.cuh"
+#include "src/cuda/sm90/kernel_common.cuh"
+#include "src/cuda/sm90/kernel_decode.cuh"
+#include "src/cuda/sm90/kernel_traits_swapped.cuh"
+#include "src/cuda/sm90/mainloop_swapped.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+__device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                 const StagePipeline<Traits::kStages>& pipe, int consumer) {
+  const SwappedMainloop<Traits> mainloop(consumer, p);
+  PipelineState<Traits::kStages> raw;
+  PipelineState<Traits::kDecodedStages> decoded;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  float acc[Traits::kSlabs][Traits::kAccumulators];
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, g->k, acc);
+    // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
+    const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+#pragma unroll
+    for (int slab = 0; slab < Traits::kSlabs; ++slab) {
+      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + consumer * 128 + slab * 64;
+      store_warpgroup_tile<Traits>(p, *g, c.l, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
+                                   static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer,
+                                   /*transposed=*/true);
+    }
+  }
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(kKernelThreads, 1) grouped_swapped_kernel(const __grid_constant__ KernelParams p) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ std::uint8_t shared_raw[];
+  auto& ss = align_shared_storage<Storage>(shared_raw);
+
+  // A device-resident description failed validation: write nothing.
+  if (p.status->failed_group != kNoFailure) return;
+
+  const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
+  if (threadIdx.x == 0) {
+    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    for (int d = 0; d < Traits::kDecodedStages; ++d) {
+      ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
+      ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
+    }
+    ptx::fence_mbarrier_init();
+    prefetch_kernel_maps(p);
+  }
+  __syncthreads();
+
+  run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
+                                        [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
+                                        [&](int consumer) { multiply_swapped<Traits>(p, ss, pipe, consumer); });
+}
+
+// The instantiations of one operand combination, by the tile's token count (32 or 64; 256 weights).
+template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales>
+struct SwappedCombination {
+  template <int Tokens>
+  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens>;
+
+  static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
+    if (choice.block_n != 256) return cudaErrorInvalidValue;
+    if (choice.block_m == 32) return launch_persistent<Traits<32>>(grouped_swapped_kernel<Traits<32>>, params, grid, stream);
+    if (choice.block_m == 64) return launch_persistent<Traits<64>>(grouped_swapped_kernel<Traits<64>>, params, grid, stream);
+    return cudaErrorInvalidValue;
+  }
+  static int stages(int block_m, int block_n) {
+    if (block_n != 256) return 0;
+    return block_m == 32 ? Traits<32>::kStages : block_m == 64 ? Traits<64>::kStages : 0;
+  }
+  static bool matches(const KernelChoice& c) {
+    return c.swapped && c.a_packed == APacked && c.a_scales == AScales && c.b_packed && c.b_scales == BScales;
+  }
+};
+
+}  // namespace bsgemm::cuda

@@ -1,0 +1,90 @@
+// Compile-time shape of one instantiation of the register-operand kernel (kernel_swapped.cuh): decode-
+// sized groups (at most 64 tokens) with FP4 weights.
+//
+// It computes D^T = W X^T: the weights W (B, 256 rows per tile) are wgmma's A operand, decoded from the
+// packed tile straight into each thread's fragment registers; the tokens X (A, Tokens rows per tile) are
+// decoded once per CTA into a small bf16 tile in shared memory, wgmma's B operand. Each consumer
+// warpgroup owns 128 weight rows as two 64-row slabs. Weight decoding thus costs no shared-memory round
+// trip, and only the few token rows are written back decoded.
+//
+// A thread's A fragment of a 64x16 step holds K positions {2q, 2q+1, 2q+8, 2q+9} (q = lane % 4) of rows
+// g and g + 8 (g = lane / 4 within the warp's 16). Within each 64-deep slice the kernel feeds logical slot
+// (step s, q, j = 0..3) from stored position 16 q + 4 s + j, so a thread's 16 weights of a row and slice
+// are one 8-byte load, and the tokens are decoded into the same permuted order (the sum over K does not
+// depend on the order). Scale blocks stay whole: a thread's 16 positions share one nv16 scale, and pairs of
+// threads one mx32 scale.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "src/cuda/sm90/kernel_traits.cuh"
+#include "src/cuda/sm90/kernel_traits_decode.cuh"
+#include "src/cuda/sm90/params.hpp"
+
+namespace bsgemm::cuda {
+
+// APacked / AScales: the tokens (e2m1, or e4m3/e5m2 chosen at run time); BScales: the FP4 weights'.
+template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens>
+struct SwappedKernelTraits {
+  static_assert(Tokens == 32 || Tokens == 64, "the epilogue writes 32 columns at a time");
+  static_assert(AScales != ScaleGranularity::block128 && BScales != ScaleGranularity::block128,
+                "scales are folded into the decoded values");
+  static constexpr bool kAPacked = APacked;
+  static constexpr bool kBPacked = true;
+  static constexpr ScaleGranularity kAScales = AScales;
+  static constexpr ScaleGranularity kBScales = BScales;
+  static constexpr int kProducerRegisters = 120;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
+  static constexpr int kBlockM = Tokens;  // the tile's rows of D (tokens)
+  static constexpr int kBlockN = 256;     // the tile's columns of D (weights)
+  static constexpr int kSlabs = 2;        // 64-row weight slabs per consumer warpgroup
+  // The epilogue's view of one slab: 64 rows (weights) x Tokens columns (tokens).
+  static constexpr int kWarpgroupN = Tokens;
+  static constexpr int kAccumulators = Tokens / 2;
+
+  static constexpr int kStepsA = scale_steps(AScales);
+  static constexpr int kStepsB = scale_steps(BScales);
+  static constexpr int kRowBytesA = APacked ? kBlockK / 2 : kBlockK;
+  static constexpr int kRowBytesB = kBlockK / 2;
+  static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(Tokens * kRowBytesA + kBlockN * kRowBytesB);
+  // Token decoding: 16-byte chunks of 8 bf16, eight per 64-deep row, one or two per consumer thread.
+  static constexpr int kTokenChunks = Tokens * (kDecodedK / 8);
+  static_assert(kTokenChunks % (2 * kThreadsPerWarpgroup) == 0);
+
+  struct alignas(128) RawStage {
+    std::uint8_t a[Tokens * kRowBytesA];
+    std::uint8_t b[kBlockN * kRowBytesB];
+  };
+  struct alignas(1024) DecodedStage {
+    std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
+  };
+  static constexpr int kDecodedStages = 2;
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
+  static constexpr std::size_t kFixedBytes = sizeof(DecodedStage) * kDecodedStages +
+                                             sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */ +
+                                             4 * sizeof(std::uint64_t) * kDecodedStages;
+  static constexpr int kStages = [] {
+    const std::size_t per_stage = sizeof(RawStage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
+    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
+    return static_cast<int>(fit > 8 ? 8 : fit);
+  }();
+  static constexpr bool kFits = kStages >= 3;
+  static_assert(kFits);
+
+  struct SharedStorage {
+    DecodedStage decoded[kDecodedStages];
+    RawStage raw[kStages];
+    alignas(16) float sfa[kStages][kStepsA][Tokens];
+    alignas(16) float sfb[kStages][kStepsB][kBlockN];
+    alignas(16) float epilogue[2][64][kEpiloguePitch];
+    alignas(8) std::uint64_t full[kStages];
+    alignas(8) std::uint64_t empty[kStages];
+    alignas(8) std::uint64_t decoded_full[kDecodedStages];
+    alignas(8) std::uint64_t decoded_empty[kDecodedStages];
+  };
+  static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
+  static_assert(kSharedBytes <= kSharedMemoryLimit);
+};
+
+}  // namespace bsgemm::cuda

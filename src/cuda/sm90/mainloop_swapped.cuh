@@ -1,0 +1,191 @@
+// The consumers' mainloop of the register-operand kernel (kernel_traits_swapped.cuh): FP4 weights decoded
+// into wgmma's A fragments in registers, tokens decoded into a small bf16 tile in shared memory.
+//
+// Per 64-deep slice: all 256 consumer threads decode the slice's tokens (one barrier pair per decoded
+// tile, as in mainloop_decode.cuh), each thread decodes its own weight fragments (no sharing), and each
+// warpgroup issues 4 k16 steps x 2 slabs of m64 x Tokens x k16 BF16 wgmma. Two register sets of fragments
+// alternate: while the wgmma of one half of a stage run on the tensor cores, the other half is decoded.
+// An iteration is one raw stage and ends with nothing in flight (ptxas serializes wgmma otherwise).
+#pragma once
+
+#include <cstdint>
+
+#include "src/core/fp4_to_fp8.hpp"
+#include "src/cuda/ptx/mbarrier.cuh"
+#include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/wgmma.cuh"
+#include "src/cuda/sm90/decode_bf16.cuh"
+#include "src/cuda/sm90/kernel_traits_swapped.cuh"
+#include "src/cuda/sm90/pipeline.cuh"
+
+namespace bsgemm::cuda {
+
+template <class Traits>
+struct SwappedMainloop {
+  using Storage = typename Traits::SharedStorage;
+  using Mma = ptx::WgmmaBf16RegisterA<Traits::kBlockM>;
+  static constexpr int kAcc = Traits::kAccumulators;
+  static constexpr int kSlabs = Traits::kSlabs;
+  static constexpr int kSteps = kDecodedK / 16;
+  static constexpr int kTokenChunksPerThread = Traits::kTokenChunks / (2 * kThreadsPerWarpgroup);
+  // A fragments of one slice: [slab][k16 step][register]; register 0: row g, slots j = 0, 1; 1: row g + 8,
+  // j = 0, 1; 2: row g, j = 2, 3; 3: row g + 8, j = 2, 3 (the PTX fragment layout of a 64x16 bf16 A).
+  using Fragments = std::uint32_t[kSlabs][kSteps][4];
+
+  int consumer, warp, g, q;
+  int decoder;  // this thread's index among the 256 token decoders
+  bool a_e5m2, release_lane;
+
+  __device__ SwappedMainloop(int consumer_index, const KernelParams& p) {
+    const int t = threadIdx.x % kThreadsPerWarpgroup;
+    consumer = consumer_index;
+    warp = t / 32;
+    g = (t % 32) / 4;
+    q = t % 4;
+    decoder = consumer * kThreadsPerWarpgroup + t;
+    a_e5m2 = p.a_element == DataType::e5m2;
+    release_lane = t % 32 == 0;
+  }
+
+  // Tile-local weight row (0-255) of a slab's row g (upper = 0) or g + 8 (upper = 1).
+  __device__ int weight_row(int slab, int upper) const { return consumer * 128 + slab * 64 + warp * 16 + g + 8 * upper; }
+
+  // This thread's weights of half `half` of raw stage s: stored positions 64 half + 16 q .. + 15 of each
+  // of its rows, one 8-byte load each, decoded and scaled into fragments.
+  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int half, Fragments& frag) const {
+    uint2 codes[kSlabs][2];
+    float scale[kSlabs][2];
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int upper = 0; upper < 2; ++upper) {
+        const int row = weight_row(slab, upper);
+        codes[slab][upper] = *reinterpret_cast<const uint2*>(ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q);
+        scale[slab][upper] = Traits::kBScales == ScaleGranularity::nv16 ? ss.sfb[s][4 * half + q][row]
+                                                                        : ss.sfb[s][2 * half + q / 2][row];
+      }
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int upper = 0; upper < 2; ++upper) {
+        std::uint32_t w[2 * kSteps];
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+          const std::uint32_t word = step < 2 ? codes[slab][upper].x : codes[slab][upper].y;
+          core::e2m1x4_to_bf16x4((word >> (16 * (step % 2))) & 0xFFFFu, &w[2 * step], &w[2 * step + 1]);
+        }
+        scale_bf16x2(w, scale[slab][upper]);
+#pragma unroll
+        for (int step = 0; step < kSteps; ++step) {
+          frag[slab][step][upper] = w[2 * step];
+          frag[slab][step][2 + upper] = w[2 * step + 1];
+        }
+      }
+  }
+
+  // The tokens of half `half` of raw stage s into decoded tile d, in the permuted K order: logical chunk c
+  // of a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. the stored
+  // pairs 16 (e / 2) + 4 (c / 2) + 2 (c % 2) + {0, 1} of the slice. Positions at or past k_valid are zeroed
+  // (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero tokens
+  // cancel them).
+  __device__ __forceinline__ void decode_tokens(Storage& ss, int s, int half, int d, int k_valid) const {
+#pragma unroll
+    for (int i = 0; i < kTokenChunksPerThread; ++i) {
+      const int id = decoder + 2 * kThreadsPerWarpgroup * i;
+      const int t = id / 8, c = id % 8;
+      std::uint32_t w[4];
+#pragma unroll
+      for (int pair = 0; pair < 4; ++pair) {
+        const int position = 16 * pair + 4 * (c / 2) + 2 * (c % 2);  // within the slice, even
+        float scale = 1.0f;
+        if constexpr (Traits::kAScales == ScaleGranularity::nv16) scale = ss.sfa[s][4 * half + pair][t];
+        if constexpr (Traits::kAScales == ScaleGranularity::mx32) scale = ss.sfa[s][2 * half + pair / 2][t];
+        if constexpr (Traits::kAPacked) {
+          const std::uint32_t byte = ss.raw[s].a[t * (kBlockK / 2) + half * 32 + position / 2];
+          std::uint32_t pair_bits[1], unused;
+          core::e2m1x4_to_bf16x4(byte, &pair_bits[0], &unused);
+          scale_bf16x2(pair_bits, scale);
+          w[pair] = pair_bits[0];
+        } else {
+          const std::uint32_t codes = *reinterpret_cast<const std::uint16_t*>(ss.raw[s].a + t * kBlockK + half * 64 + position);
+          w[pair] = decode_fp8x2(codes, a_e5m2, scale);
+        }
+        const int k0 = half * kDecodedK + position;
+        if (k0 + 2 > k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
+      }
+      *reinterpret_cast<uint4*>(ss.decoded[d].a + t * 128 + ((c ^ (t % 8)) * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
+
+  // The wgmma of one slice (decoded tokens d, weight fragments frag) into acc, as one commit group.
+  __device__ __forceinline__ void issue_mma(const Storage& ss, int d, const Fragments& frag, float (&acc)[kSlabs][kAcc],
+                                            bool fresh) const {
+    const std::uint64_t desc = ptx::make_smem_desc_sw128(ss.decoded[d].a);
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
+    ptx::wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < kSteps; ++step)
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab)
+        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
+    ptx::wgmma_commit();
+  }
+
+  // Accumulates one tile of `k_blocks` raw stages (K = k) into acc; both pipeline states end past the tile.
+  template <int Stages>
+  __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
+                                  PipelineState<Traits::kDecodedStages>& decoded, int k_blocks, std::int64_t k,
+                                  float (&acc)[kSlabs][kAcc]) const {
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[slab][i] = 0.0f;
+    if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
+    Fragments first_half, second_half;
+    PipelineState<Traits::kDecodedStages> write = decoded, read = decoded;
+
+    // Decodes half `half` of stage kb (the raw stage at `raw`) into the next decoded tile and `frag`.
+    const auto produce = [&](int kb, int half, Fragments& frag) {
+      if (half == 0) pipe.consumer_wait(raw);
+      ptx::mbarrier_wait(&ss.decoded_empty[write.index], write.phase ^ 1u);
+      decode_tokens(ss, raw.index, half, write.index, static_cast<int>(k - static_cast<std::int64_t>(kb) * kBlockK));
+      // Both warpgroups' wgmma read the tokens through the async proxy.
+      ptx::fence_proxy_async_shared();
+      __syncwarp();
+      if (release_lane) ptx::mbarrier_arrive(&ss.decoded_full[write.index]);
+      write.advance();
+      decode_weights(ss, raw.index, half, frag);
+      if (half == 1) {
+        __syncwarp();
+        if (release_lane) pipe.consumer_release(raw);
+        raw.advance();
+      }
+    };
+    const auto consume = [&](const Fragments& frag, bool fresh) {
+      ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
+      issue_mma(ss, read.index, frag, acc, fresh);
+    };
+    const auto retire = [&] {
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
+      __syncwarp();
+      if (release_lane) ptx::mbarrier_arrive(&ss.decoded_empty[read.index]);
+      read.advance();
+    };
+
+    produce(0, 0, first_half);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      consume(first_half, kb == 0);
+      produce(kb, 1, second_half);
+      retire();
+      consume(second_half, false);
+      if (kb + 1 < k_blocks) produce(kb + 1, 0, first_half);
+      retire();
+    }
+    decoded = read;
+  }
+};
+
+}  // namespace bsgemm::cuda
