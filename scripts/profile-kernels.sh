@@ -12,15 +12,17 @@ RECIPES=${RECIPES:-fp8-block128 mxfp8 mxfp8:mxfp4 nvfp4}
 KERNEL_PATH=${KERNEL_PATH:-auto}
 BSGEMM=${BSGEMM:-./build/bsgemm}
 mkdir -p "$OUT"
-sizes="(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1)"
+# SIZES: the problem sizes (default: four 4096x4096x7168 groups, the prefill shape); LABEL names the files.
+SIZES=${SIZES:-"(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1),(4096,4096,7168,1)"}
+LABEL=${LABEL:-}
 for recipe in $RECIPES; do
-  a=${recipe%%:*} b=${recipe##*:} name=${recipe/:/-}
+  a=${recipe%%:*} b=${recipe##*:} name=${recipe/:/-}$LABEL
   # lts__t_bytes: L2 traffic per second (the L2-bandwidth bound bench/NOTES.md discusses for fp8-block128).
   timeout 150 ncu --clock-control none --kernel-name regex:grouped_ --launch-count 1 \
     --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --section MemoryWorkloadAnalysis --section SourceCounters --metrics lts__t_bytes.sum.per_second \
     -o "$OUT/ncu-$name" -f \
-    "$BSGEMM" run --a-recipe "$a" --b-recipe "$b" --layout contiguous --problem-sizes-mnkl "$sizes" --backend cuda \
+    "$BSGEMM" run --a-recipe "$a" --b-recipe "$b" --layout contiguous --problem-sizes-mnkl "$SIZES" --backend cuda \
     --kernel-path "$KERNEL_PATH" --skip-ref-check --iterations 1 >"$OUT/ncu-$name.log" 2>&1
   echo "ncu $recipe: rc=$?"
   ncu -i "$OUT/ncu-$name.ncu-rep" --page details >"$OUT/ncu-$name.txt" 2>&1
