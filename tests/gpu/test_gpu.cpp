@@ -145,48 +145,62 @@ std::vector<GroupShape> moe_groups(std::vector<std::int32_t> ms, std::int32_t n,
   return groups;
 }
 
+// The tests that cover every recipe variant run once per variant, so that ctest runs the variants in
+// parallel (the fp64 reference on the CPU is most of their time). Each names its cases' seeds from a
+// base of its own plus 100 per variant.
+class GpuVariantTest : public ::testing::TestWithParam<std::size_t> {
+ protected:
+  static RecipeVariant variant() { return recipe_variants()[GetParam()]; }
+  static std::uint64_t seed_base(std::uint64_t base) { return base + 100 * GetParam(); }
+};
+
+std::string variant_name(const ::testing::TestParamInfo<std::size_t>& info) { return recipe_variants()[info.param].name; }
+
+class GpuMatrix : public GpuVariantTest {};
+class GpuVariantShapes : public GpuVariantTest {};
+class GpuTiles : public GpuVariantTest {};
+
 // ---- every recipe variant x every output type x every layout ---------------------------------------
 
-TEST(GpuMatrix, EveryRecipeOutputAndLayout) {
+TEST_P(GpuMatrix, EveryOutputTypeAndLayout) {
   SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 1000;
-  for (const RecipeVariant& v : recipe_variants())
-    for (DataType d : {DataType::f32, DataType::f16, DataType::bf16}) {
-      // Ragged in M, N and K (K not a multiple of 128), an empty group and a one-row group.
-      const auto moe = moe_groups({129, 0, 1, 70, 200}, 200, 320);
-      run_and_check(v, make_spec(v, GroupLayout::contiguous, d, moe, ++seed), MemoryLocation::host);
-      WorkloadSpec masked = make_spec(v, GroupLayout::masked, d, moe, ++seed);
-      masked.moe_rows = 256;
-      run_and_check(v, masked, MemoryLocation::device);
-      const std::vector<GroupShape> ptr = {{129, 200, 320, 1}, {0, 64, 128, 1}, {7, 136, 96, 2}, {64, 8, 448, 1}};
-      run_and_check(v, make_spec(v, GroupLayout::pointer_array, d, ptr, ++seed), MemoryLocation::host);
-    }
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(100000);
+  for (DataType d : {DataType::f32, DataType::f16, DataType::bf16}) {
+    // Ragged in M, N and K (K not a multiple of 128), an empty group and a one-row group.
+    const auto moe = moe_groups({129, 0, 1, 70, 200}, 200, 320);
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, d, moe, ++seed), MemoryLocation::host);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, d, moe, ++seed);
+    masked.moe_rows = 256;
+    run_and_check(v, masked, MemoryLocation::device);
+    const std::vector<GroupShape> ptr = {{129, 200, 320, 1}, {0, 64, 128, 1}, {7, 136, 96, 2}, {64, 8, 448, 1}};
+    run_and_check(v, make_spec(v, GroupLayout::pointer_array, d, ptr, ++seed), MemoryLocation::host);
+  }
 }
 
 // ---- shapes ------------------------------------------------------------------------------------------
 
-TEST(GpuShapes, GroupSizesZeroOneSevenSixtyFour129And4097) {
+TEST_P(GpuVariantShapes, GroupSizesZeroOneSevenSixtyFour129And4097) {
   SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 2000;
-  for (const RecipeVariant& v : recipe_variants()) {
-    WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({0, 1, 7, 64, 129, 4097}, 256, 256), ++seed);
-    s.moe_rows = 4097 + 129 + 64 + 7 + 1 + 300;  // capacity past the last group: must stay untouched
-    run_and_check(v, s, MemoryLocation::device);
+  const RecipeVariant v = variant();
+  WorkloadSpec s =
+      make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({0, 1, 7, 64, 129, 4097}, 256, 256), seed_base(200000));
+  s.moe_rows = 4097 + 129 + 64 + 7 + 1 + 300;  // capacity past the last group: must stay untouched
+  run_and_check(v, s, MemoryLocation::device);
+}
+
+TEST_P(GpuVariantShapes, KNotAMultipleOfTheBlock) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(300000);
+  for (std::int32_t k : {16, 48, 100, 200, 2880 / 8 + 16}) {
+    WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f32, {{77, 150, k, 1}, {130, 64, k, 1}}, ++seed);
+    s.padded_strides = (k % 3) == 0;
+    run_and_check(v, s, MemoryLocation::host);
   }
 }
 
-TEST(GpuShapes, KNotAMultipleOfTheBlock) {
-  SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 3000;
-  for (const RecipeVariant& v : recipe_variants())
-    for (std::int32_t k : {16, 48, 100, 200, 2880 / 8 + 16}) {
-      WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f32, {{77, 150, k, 1}, {130, 64, k, 1}}, ++seed);
-      s.padded_strides = (k % 3) == 0;
-      run_and_check(v, s, MemoryLocation::host);
-    }
-}
-
-TEST(GpuShapes, ManyGroups) {
+TEST_P(GpuVariantShapes, ManyGroups) {
   SKIP_WITHOUT_GPU();
   std::vector<std::int32_t> ms;
   std::uint64_t x = 17;
@@ -194,14 +208,13 @@ TEST(GpuShapes, ManyGroups) {
     x = x * 6364136223846793005ull + 1442695040888963407ull;
     ms.push_back(static_cast<std::int32_t>((x >> 33) % 41));  // 0..40 rows, several empty
   }
-  std::uint64_t seed = 4000;
-  for (const RecipeVariant& v : recipe_variants()) {
-    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
-                  MemoryLocation::device);
-    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 64, 160), ++seed);
-    masked.moe_rows = 48;
-    run_and_check(v, masked, MemoryLocation::host);
-  }
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(400000);
+  run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
+                MemoryLocation::device);
+  WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups(ms, 64, 160), ++seed);
+  masked.moe_rows = 48;
+  run_and_check(v, masked, MemoryLocation::host);
 }
 
 TEST(GpuShapes, OneHugeGroup) {
@@ -212,31 +225,30 @@ TEST(GpuShapes, OneHugeGroup) {
                   MemoryLocation::host);
 }
 
-TEST(GpuShapes, BatchedPointerArrayWithStrides) {
+TEST_P(GpuVariantShapes, BatchedPointerArrayWithStrides) {
   SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 6000;
-  for (const RecipeVariant& v : recipe_variants()) {
-    WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f16, {{65, 130, 256, 3}, {200, 64, 160, 2}, {0, 8, 32, 4}}, ++seed);
-    s.padded_strides = true;
-    run_and_check(v, s, MemoryLocation::device);
-  }
+  const RecipeVariant v = variant();
+  WorkloadSpec s = make_spec(v, GroupLayout::pointer_array, DataType::f16, {{65, 130, 256, 3}, {200, 64, 160, 2}, {0, 8, 32, 4}},
+                             seed_base(600000));
+  s.padded_strides = true;
+  run_and_check(v, s, MemoryLocation::device);
 }
 
-TEST(GpuShapes, MMajorOutputAndBetaC) {
+TEST_P(GpuVariantShapes, MMajorOutputAndBetaC) {
   SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 7000;
-  for (const RecipeVariant& v : recipe_variants())
-    for (GroupLayout layout : {GroupLayout::pointer_array, GroupLayout::contiguous, GroupLayout::masked}) {
-      WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({96, 33, 0, 140}, 96, 256), ++seed);
-      s.d_major = Major::m;
-      s.beta = 0.75f;
-      s.alpha = -1.5f;
-      if (layout == GroupLayout::masked) s.moe_rows = 160;
-      run_and_check(v, s, MemoryLocation::host);
-      s.d_major = Major::n;
-      s.seed = ++seed;
-      run_and_check(v, s, MemoryLocation::device);
-    }
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(700000);
+  for (GroupLayout layout : {GroupLayout::pointer_array, GroupLayout::contiguous, GroupLayout::masked}) {
+    WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({96, 33, 0, 140}, 96, 256), ++seed);
+    s.d_major = Major::m;
+    s.beta = 0.75f;
+    s.alpha = -1.5f;
+    if (layout == GroupLayout::masked) s.moe_rows = 160;
+    run_and_check(v, s, MemoryLocation::host);
+    s.d_major = Major::n;
+    s.seed = ++seed;
+    run_and_check(v, s, MemoryLocation::device);
+  }
 }
 
 TEST(GpuShapes, OffsetsWithLeadingZeroAndInt64) {
@@ -250,44 +262,48 @@ TEST(GpuShapes, OffsetsWithLeadingZeroAndInt64) {
 }
 
 // Every tile shape the kernel is built for, forced through RunOptions (--mma-tiler-mn).
-TEST(GpuTiles, EveryTileShape) {
+TEST_P(GpuTiles, EveryTileShape) {
   SKIP_WITHOUT_GPU();
-  std::uint64_t seed = 9000;
-  for (const RecipeVariant& v : recipe_variants())
-    for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}}) {
-      RunOptions o;
-      o.tile_m = tile.first;
-      o.tile_n = tile.second;
-      const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
-      const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
-      if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
-        // 32,256 is the register-operand kernel's tile: FP4 weights with mxfp8 or same-recipe tokens only.
-        WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
-        HostWorkload host;
-        ASSERT_TRUE(HostWorkload::create(s, &host).ok());
-        o.backend = Backend::cuda;
-        o.path = v.path;
-        const Status st = can_implement(host.args(), o);
-        EXPECT_FALSE(st.ok()) << v.name;
-        EXPECT_EQ(st.field, "tile");
-        continue;
-      }
-      if (v.path == KernelPath::bf16 && v.b.recipe == Recipe::mxfp8 && tile.first == 64 && tile.second == 256) {
-        // Too few stages for 8-bit B on the decoding kernel: refused before anything runs.
-        WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({64}, 256, 256), ++seed);
-        HostWorkload host;
-        ASSERT_TRUE(HostWorkload::create(s, &host).ok());
-        o.backend = Backend::cuda;
-        o.path = v.path;
-        const Status st = can_implement(host.args(), o);
-        EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
-        EXPECT_EQ(st.field, "tile");
-        continue;
-      }
-      run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
-                    MemoryLocation::device, o);
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(900000);
+  for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}}) {
+    RunOptions o;
+    o.tile_m = tile.first;
+    o.tile_n = tile.second;
+    const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
+    const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
+    if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
+      // 32,256 is the register-operand kernel's tile: FP4 weights with mxfp8 or same-recipe tokens only.
+      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+      o.backend = Backend::cuda;
+      o.path = v.path;
+      const Status st = can_implement(host.args(), o);
+      EXPECT_FALSE(st.ok()) << v.name;
+      EXPECT_EQ(st.field, "tile");
+      continue;
     }
+    if (v.path == KernelPath::bf16 && v.b.recipe == Recipe::mxfp8 && tile.first == 64 && tile.second == 256) {
+      // Too few stages for 8-bit B on the decoding kernel: refused before anything runs.
+      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({64}, 256, 256), ++seed);
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+      o.backend = Backend::cuda;
+      o.path = v.path;
+      const Status st = can_implement(host.args(), o);
+      EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
+      EXPECT_EQ(st.field, "tile");
+      continue;
+    }
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
+                  MemoryLocation::device, o);
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuMatrix, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuVariantShapes, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuTiles, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 
 // ---- device-side descriptions, validation and CUDA graphs -------------------------------------------
 
