@@ -115,20 +115,31 @@ BSGEMM_HD constexpr std::int64_t scale_cols(Recipe r, std::int64_t k) { return (
 
 BSGEMM_HD constexpr std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 
-// Offset, in elements, of scale (row, col) inside one batch of a scale matrix.
+// Offset, in elements, of scale (row, col) inside one batch of a scale matrix: a term of the row plus
+// a term of the column in every layout, which lets a kernel compute each row's term once per tile.
 // `cols` is the matrix's column count (needed by the blocked layout); `ld` is the leading
 // dimension of the linear and mn-major layouts and is ignored by the blocked one.
-BSGEMM_HD constexpr std::int64_t scale_offset(ScaleLayout layout, std::int64_t row, std::int64_t col,
-                                              std::int64_t cols, std::int64_t ld) {
+BSGEMM_HD constexpr std::int64_t scale_row_offset(ScaleLayout layout, std::int64_t row, std::int64_t cols, std::int64_t ld) {
   switch (layout) {
-    case ScaleLayout::linear: return row * ld + col;
-    case ScaleLayout::mn_major: return col * ld + row;
-    case ScaleLayout::blocked_128x4: {
-      const std::int64_t col_atoms = round_up(cols, 4) / 4;
-      return (row / 128) * col_atoms * 512 + (col / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4 + (col % 4);
-    }
+    case ScaleLayout::linear: return row * ld;
+    case ScaleLayout::mn_major: return row;
+    case ScaleLayout::blocked_128x4: return (row / 128) * (round_up(cols, 4) / 4) * 512 + (row % 32) * 16 + ((row % 128) / 32) * 4;
   }
   return 0;
+}
+
+BSGEMM_HD constexpr std::int64_t scale_col_offset(ScaleLayout layout, std::int64_t col, std::int64_t ld) {
+  switch (layout) {
+    case ScaleLayout::linear: return col;
+    case ScaleLayout::mn_major: return col * ld;
+    case ScaleLayout::blocked_128x4: return (col / 4) * 512 + col % 4;
+  }
+  return 0;
+}
+
+BSGEMM_HD constexpr std::int64_t scale_offset(ScaleLayout layout, std::int64_t row, std::int64_t col,
+                                              std::int64_t cols, std::int64_t ld) {
+  return scale_row_offset(layout, row, cols, ld) + scale_col_offset(layout, col, ld);
 }
 
 // (lines - 1) * ld + line_length: the elements that `lines` lines of `line_length` elements, `ld`

@@ -57,18 +57,25 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   return t;
 }
 
-// The scale loaders' share of the walk: f(group, tile, k_block, stage state) for every stage that scale
-// loader `loader` fills (every kScaleLoaderWarps-th stage of the CTA's sequence).
-template <int Stages, class F>
-__device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int loader, F&& f) {
+// The scale loaders' share of the walk: loader `loader` fills every kScaleLoaderWarps-th stage of the
+// CTA's sequence. on_tile(group, tile) runs before the first stage this loader fills in a tile (per-tile
+// addressing is computed once there), on_stage(group, tile, k_block, stage state) for each of them.
+template <int Stages, class OnTile, class OnStage>
+__device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int loader, OnTile&& on_tile, OnStage&& on_stage) {
   TileWalker walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
-  std::int64_t step = 0;
+  PipelineState<Stages> state;
+  state.advance(loader);
+  int next_kb = loader;  // this loader's next stage, counted from the current tile's first
   while (walker.next(&c, &g)) {
     const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    for (int kb = 0; kb < k_blocks; ++kb, ++step)
-      if (step % kScaleLoaderWarps == loader) f(*g, c, kb, PipelineState<Stages>::at(step));
+    if (next_kb < k_blocks) on_tile(*g, c);
+    for (; next_kb < k_blocks; next_kb += kScaleLoaderWarps) {
+      on_stage(*g, c, next_kb, state);
+      state.advance(kScaleLoaderWarps);
+    }
+    next_kb -= k_blocks;
   }
 }
 

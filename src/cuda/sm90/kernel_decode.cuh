@@ -47,47 +47,39 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
   }
 }
 
-// One stage's scales of one operand: Steps per row, block_k = 128 / Steps of K each.
-template <int Rows, int Steps>
-struct OperandStageScales {
-  ScaleRows<Rows, Steps> rows;
-  __device__ __forceinline__ void load(DataType type, ScaleLayout layout, const void* scales, std::int64_t batch_stride,
-                                       std::int64_t ld, std::int64_t k, std::int64_t row0, std::int64_t valid_rows,
-                                       std::int32_t l, int kb, int lane) {
-    const std::int64_t cols = core::ceil_div(k, kBlockK / Steps);
-    rows.load(type, layout, batch_base(scales, type, batch_stride, l), ld, cols, row0, valid_rows,
-              static_cast<std::int64_t>(Steps) * kb, lane);
-  }
-};
-
+// The decoding kernels' scale loaders (the TMA producer brings the raw tiles): A's and B's scales of
+// each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]).
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
-  for_each_loader_stage<Traits::kStages>(p, loader, [&](const DeviceGroup& g, const core::TileCoord& c, int kb,
-                                                        const PipelineState<Traits::kStages>& state) {
+  // 256 rows of 8 codes of B in flight next to A's would not fit the loader's registers: then B after
+  // A, in two halves.
+  constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
+  constexpr int kBParts = kDeferB ? 2 : 1, kBRows = Traits::kBlockN / kBParts;
+  ScaleRows<Traits::kBlockM, Traits::kAScales> a;
+  ScaleRows<kBRows, Traits::kBScales> b[kBParts];
+  const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) {
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
-    // Global loads first: their latency hides under the wait for the stage. 256 rows of 8 codes of
-    // B next to A's would not fit the loader's registers: then B after A, in two halves.
-    constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
-    constexpr int kBParts = kDeferB ? 2 : 1, kBRows = Traits::kBlockN / kBParts;
-    OperandStageScales<Traits::kBlockM, Traits::kStepsA> a;
-    OperandStageScales<kBRows, Traits::kStepsB> b;
-    const auto load_b = [&](int part) {
-      b.load(p.sfb_type, p.sfb_layout, g.sfb, g.sfb_batch_stride, g.sfb_ld, g.k, n0 + part * kBRows, g.n, c.l, kb, lane);
-    };
-    const auto store_b = [&](int part) {
-      b.rows.store(p.sfb_type, &ss.sfb[state.index][0][part * kBRows], lane, 1.0f, Traits::kBlockN);
-    };
-    a.load(p.sfa_type, p.sfa_layout, g.sfa, g.sfa_batch_stride, g.sfa_ld, g.k, m0, g.m, c.l, kb, lane);
-    if constexpr (!kDeferB) load_b(0);
+    a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
+                 core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
+#pragma unroll
+    for (int part = 0; part < kBParts; ++part)
+      b[part].start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
+                         core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0 + part * kBRows, g.n, lane);
+  };
+  for_each_loader_stage<Traits::kStages>(p, loader, on_tile, [&](const DeviceGroup&, const core::TileCoord&, int kb,
+                                                                 const PipelineState<Traits::kStages>& state) {
+    // Global loads first: their latency hides under the wait for the stage.
+    a.load(static_cast<std::int64_t>(Traits::kStepsA) * kb);
+    if constexpr (!kDeferB) b[0].load(static_cast<std::int64_t>(Traits::kStepsB) * kb);
     pipe.producer_acquire(state);
-    a.rows.store(p.sfa_type, &ss.sfa[state.index][0][0], lane);
+    a.store(&ss.sfa[state.index][0][0], lane);
 #pragma unroll
     for (int part = 0; part < kBParts; ++part) {
-      if constexpr (kDeferB) load_b(part);
-      store_b(part);
+      if constexpr (kDeferB) b[part].load(static_cast<std::int64_t>(Traits::kStepsB) * kb);
+      b[part].store(&ss.sfb[state.index][0][part * kBRows], lane, 1.0f, Traits::kBlockN);
     }
     pipe.producer_commit(state);
   });

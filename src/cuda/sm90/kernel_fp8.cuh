@@ -66,12 +66,13 @@ template <class Traits>
 __device__ __forceinline__ void load_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                             const Fp8Pipeline<Traits>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
-  for_each_loader_stage<Traits::kStages>(p, loader, [&](const DeviceGroup& g, const core::TileCoord& c, int kb,
-                                                        const PipelineState<Traits::kStages>& state) {
-    StageScaleGather<Traits> scales;
-    scales.load(p, g, c, kb, lane);
+  StageScaleGather<Traits> scales;
+  const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) { scales.start_tile(p, g, c, lane); };
+  for_each_loader_stage<Traits::kStages>(p, loader, on_tile, [&](const DeviceGroup& g, const core::TileCoord&, int kb,
+                                                                 const PipelineState<Traits::kStages>& state) {
+    scales.load(p, kb, lane);
     pipe.producer_acquire(state);
-    scales.store(p, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], lane);
+    scales.store(p, &ss.sfa[state.index][0][0], &ss.sfb[state.index][0], kb, lane);
     if constexpr (Traits::kAnyPacked) {
       const int k_valid = static_cast<int>(g.k - static_cast<std::int64_t>(kb) * kBlockK);
       pipe.raw_wait(state);

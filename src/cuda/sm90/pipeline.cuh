@@ -19,16 +19,18 @@ struct PipelineState {
   int index = 0;
   std::uint32_t phase = 0;
 
-  __device__ static PipelineState at(std::int64_t step) {
-    PipelineState s;
-    s.index = static_cast<int>(step % Stages);
-    s.phase = static_cast<std::uint32_t>((step / Stages) & 1);
-    return s;
-  }
-
   __device__ void advance() {
     if (++index == Stages) {
       index = 0;
+      phase ^= 1u;
+    }
+  }
+
+  // Skips `steps` stages (a scale loader takes every few stages).
+  __device__ void advance(int steps) {
+    index += steps;
+    while (index >= Stages) {
+      index -= Stages;
       phase ^= 1u;
     }
   }

@@ -3,10 +3,15 @@
 //
 // Scales are tiny next to A and B, but they come in every layout users store them in (linear, the
 // blocked 128x4 atoms, DeepSeek's MN-major), as fp32, ue8m0 or ue4m3, with partial blocks at the K
-// edge and rows that end inside a tile. A gather with the same scale_offset() the CPU reference uses
-// serves all of them with one code path and decodes on the way, so consumers read plain fp32. Loader
-// w takes every third stage, so three gathers are in flight while the TMA copies run ahead.
+// edge and rows that end inside a tile. A gather with the same offsets the CPU reference uses
+// (scale_offset in recipe.hpp) serves all of them and decodes on the way, so consumers read plain
+// fp32. Loader w takes every third stage, so three gathers are in flight while the TMA copies run
+// ahead. At decode shapes the loaders, not the tensor cores, set the pace (bench/NOTES.md version 8):
+// hence per-tile row offsets, word loads and branch-free decoding, about 5 instructions per scale.
 #pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -17,86 +22,130 @@
 
 namespace bsgemm::cuda {
 
-// A scale's raw bits: the fp32 word, or the 8-bit code in the low byte. Loading raw bits and decoding
-// later keeps the decode's branches out of the way of the loads, so that all loads of a gather are in
-// flight together instead of one global-memory latency per scale.
+// A scale's raw bits: the fp32 word, or the 8-bit code in the low byte.
 __device__ __forceinline__ std::uint32_t load_scale_bits(bool is_f32, const std::uint8_t* base, std::int64_t offset) {
   return is_f32 ? __ldg(reinterpret_cast<const std::uint32_t*>(base) + offset) : __ldg(base + offset);
 }
 
-__device__ __forceinline__ float decode_scale_bits(DataType t, std::uint32_t bits) {
-  if (t == DataType::f32) return __uint_as_float(bits);
-  const auto code = static_cast<std::uint8_t>(bits);
-  return t == DataType::ue8m0 ? decode_ue8m0(code) : decode_ue4m3(code);
+// ue8m0 code -> fp32 without branches: 2^(code - 127), code 0 is the fp32 subnormal 2^-127, 0xFF NaN
+// (decode_ue8m0 in formats.hpp, which the CPU reference uses).
+__device__ __forceinline__ float ue8m0_to_float(std::uint32_t code) {
+  std::uint32_t bits = code << 23;
+  bits = code == 0 ? 0x00400000u : bits;
+  bits = code == 0xFFu ? 0x7FC00000u : bits;
+  return __uint_as_float(bits);
 }
 
-// The scales of `Rows` consecutive rows starting at row0, at scale columns col0 .. col0 + Steps - 1:
-// load() issues every load of the lane at once, store() decodes and writes dst[step * Rows + row].
-// Rows at or beyond valid_rows and columns at or beyond cols give 0 (their A/B data is zero-filled or
-// discarded, and 0 keeps garbage out of the sums). Steps is 1 (one scale per stage, fp32 or 8-bit), 4
-// or 8 (8-bit codes, the MX and NV recipes): the codes of a row go four to a register, one 32-bit load
-// each where the layout keeps four columns together (linear, and the blocked layout's 4-column atoms:
-// col0 is a multiple of 4), byte loads otherwise (mn-major, a row end inside the stage, an unaligned
-// row). All loads are issued before any is used, which keeps them in flight together without spilling.
-template <int Rows, int Steps>
-struct ScaleRows {
-  static_assert(Rows % 32 == 0 && (Steps == 1 || Steps == 4 || Steps == 8));
-  static constexpr int kRowsPerLane = Rows / 32;
-  static constexpr int kWords = Steps == 1 ? 1 : Steps / 4;
-  std::uint32_t bits[kRowsPerLane][kWords];  // Steps == 1: the raw scale; else four 8-bit codes per word
-  std::uint64_t valid = 0;                   // bit i * Steps + s: element (i, s) exists
-  static_assert(kRowsPerLane * Steps <= 64);
+// Four ue4m3 codes (one per byte) -> fp32, through the hardware's exact e4m3x2 -> f16x2 conversion (the
+// sign bit is ignored, as decode_ue4m3 does; every e4m3 value and NaN is representable in f16).
+__device__ __forceinline__ void ue4m3x4_to_float(std::uint32_t codes, float* out) {
+  codes &= 0x7F7F7F7Fu;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const __half2_raw h =
+        __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>((codes >> (16 * half)) & 0xFFFFu), __NV_E4M3);
+    const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+    out[2 * half] = f.x;
+    out[2 * half + 1] = f.y;
+  }
+}
 
-  __device__ __forceinline__ void load(DataType type, ScaleLayout layout, const std::uint8_t* base, std::int64_t ld,
-                                       std::int64_t cols, std::int64_t row0, std::int64_t valid_rows, std::int64_t col0,
-                                       int lane) {
-    const bool is_f32 = type == DataType::f32;
-    valid = 0;
-    const std::int64_t step = layout == ScaleLayout::mn_major ? ld : 1;
-    const std::int64_t valid_steps = cols - col0;
+// The scales of `Rows` consecutive rows of one operand at scale columns col0 .. col0 + kSteps - 1 (one
+// stage, 128 deep), decoded to fp32 into shared memory. Built for the scale loaders' loop, where it is
+// the critical path of the decode-shaped GEMMs:
+//   start_tile() computes each of the lane's rows' offset once per tile (every layout's offset is a term
+//     of the row plus a term of the column, scale_offset in recipe.hpp);
+//   load() issues all the lane's global loads of a stage at once: one 32-bit load per four 8-bit codes
+//     where the layout keeps them together (linear with ld a multiple of 4, blocked 128x4) and the stage
+//     is not the K tail, byte loads otherwise (mn-major, the tail, unaligned scales);
+//   store() decodes (the code's type is the granularity's: ue8m0 for mx32, ue4m3 for nv16; f32 or
+//     ue8m0 at run time for block128) and writes dst[step * pitch + row].
+// Rows past the group's end read its last row instead (finite values; the products they scale belong
+// to rows the epilogue discards, and TMA zero-fills what lies past the tensor). Columns past the K end
+// give 0, which keeps the zero-filled K tail at 0.
+template <int Rows, ScaleGranularity G>
+struct ScaleRows {
+  static constexpr int kSteps = scale_steps(G);
+  static_assert(Rows % 32 == 0 && (kSteps == 1 || kSteps == 4 || kSteps == 8));
+  static constexpr int kRowsPerLane = Rows / 32;
+  static constexpr int kWords = kSteps == 1 ? 1 : kSteps / 4;
+  std::uint32_t bits[kRowsPerLane][kWords];  // kSteps == 1: the raw scale; else four 8-bit codes per word
+  std::int64_t row_offset[kRowsPerLane];     // scale_row_offset of each of the lane's rows
+  const std::uint8_t* base;
+  std::int64_t ld, cols;
+  ScaleLayout layout;
+  DataType type;
+  bool words;       // 32-bit loads are allowed (layout and alignment)
+  int valid_steps;  // of the loaded stage: columns before the K end, 0 .. kSteps
+
+  // valid_rows: the rows the group has (the tile scheduler only visits tiles with row0 < valid_rows).
+  __device__ __forceinline__ void start_tile(DataType scale_type, ScaleLayout scale_layout, const std::uint8_t* scales,
+                                             std::int64_t scale_ld, std::int64_t scale_cols, std::int64_t row0,
+                                             std::int64_t valid_rows, int lane) {
+    base = scales;
+    ld = scale_ld;
+    cols = scale_cols;
+    layout = scale_layout;
+    type = scale_type;
+    words = kSteps > 1 && (reinterpret_cast<std::uintptr_t>(scales) & 3u) == 0 &&
+            (layout == ScaleLayout::blocked_128x4 || (layout == ScaleLayout::linear && (ld & 3) == 0));
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       const std::int64_t row = row0 + lane + 32 * i;
-      const bool row_ok = row < valid_rows;
+      row_offset[i] = scale_row_offset(layout, row < valid_rows ? row : valid_rows - 1, cols, ld);
+    }
+  }
+
+  __device__ __forceinline__ void load(std::int64_t col0) {
+    const std::int64_t left = cols - col0;
+    valid_steps = left < 0 ? 0 : left > kSteps ? kSteps : static_cast<int>(left);
+    if constexpr (kSteps == 1) {
+      const bool is_f32 = type == DataType::f32;
+      const std::int64_t col = scale_col_offset(layout, col0, ld);
 #pragma unroll
-      for (int w = 0; w < kWords; ++w) bits[i][w] = 0;
-      if constexpr (Steps == 1) {
-        const std::int64_t at = scale_offset(layout, row, col0, cols, ld);
-        if (row_ok && valid_steps > 0) bits[i][0] = load_scale_bits(is_f32, base, at);
-        valid |= static_cast<std::uint64_t>(row_ok && valid_steps > 0) << i;
-      } else {
+      for (int i = 0; i < kRowsPerLane; ++i)
+        bits[i][0] = valid_steps > 0 ? load_scale_bits(is_f32, base, row_offset[i] + col) : 0u;
+    } else if (words && valid_steps == kSteps) {
 #pragma unroll
-        for (int w = 0; w < kWords; ++w) {
-          const std::int64_t at = scale_offset(layout, row, col0 + 4 * w, cols, ld);
-          const std::int64_t left = valid_steps - 4 * w;
-          const bool word = step == 1 && left >= 4 && (reinterpret_cast<std::uintptr_t>(base + at) & 3u) == 0;
-          if (row_ok && word) {
-            bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(base + at));
-          } else if (row_ok) {
-            std::uint32_t code[4];
+      for (int w = 0; w < kWords; ++w) {
+        const std::int64_t col = scale_col_offset(layout, col0 + 4 * w, ld);
 #pragma unroll
-            for (int s = 0; s < 4; ++s) code[s] = s < left ? __ldg(base + at + s * step) : 0u;
-#pragma unroll
-            for (int s = 0; s < 4; ++s) bits[i][w] |= code[s] << (8 * s);
-          }
-        }
-#pragma unroll
-        for (int s = 0; s < Steps; ++s)
-          valid |= static_cast<std::uint64_t>(row_ok && s < valid_steps) << (i * Steps + s);
+        for (int i = 0; i < kRowsPerLane; ++i) bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(base + row_offset[i] + col));
       }
+    } else {
+      std::uint32_t code[kRowsPerLane][kSteps];
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        const std::int64_t col = scale_col_offset(layout, col0 + s, ld);
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) code[i][s] = s < valid_steps ? __ldg(base + row_offset[i] + col) : 0u;
+      }
+#pragma unroll
+      for (int i = 0; i < kRowsPerLane; ++i)
+#pragma unroll
+        for (int w = 0; w < kWords; ++w)
+          bits[i][w] = code[i][4 * w] | code[i][4 * w + 1] << 8 | code[i][4 * w + 2] << 16 | code[i][4 * w + 3] << 24;
     }
   }
 
   // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here); pitch: the floats
   // between steps in dst (a part of a longer row of scales).
-  __device__ __forceinline__ void store(DataType type, float* dst, int lane, float factor = 1.0f, int pitch = Rows) const {
+  __device__ __forceinline__ void store(float* dst, int lane, float factor = 1.0f, int pitch = Rows) const {
 #pragma unroll
-    for (int i = 0; i < kRowsPerLane; ++i)
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      float value[kSteps];
+      if constexpr (G == ScaleGranularity::block128) {
+        value[0] = type == DataType::f32 ? __uint_as_float(bits[i][0]) : ue8m0_to_float(bits[i][0] & 0xFFu);
+      } else if constexpr (G == ScaleGranularity::mx32) {
 #pragma unroll
-      for (int s = 0; s < Steps; ++s) {
-        const std::uint32_t raw = Steps == 1 ? bits[i][0] : (bits[i][s / 4] >> (8 * (s % 4))) & 0xFFu;
-        dst[s * pitch + lane + 32 * i] = ((valid >> (i * Steps + s)) & 1u) ? decode_scale_bits(type, raw) * factor : 0.0f;
+        for (int s = 0; s < kSteps; ++s) value[s] = ue8m0_to_float((bits[i][s / 4] >> (8 * (s % 4))) & 0xFFu);
+      } else {
+#pragma unroll
+        for (int w = 0; w < kWords; ++w) ue4m3x4_to_float(bits[i][w], &value[4 * w]);
       }
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) dst[s * pitch + lane + 32 * i] = s < valid_steps ? value[s] * factor : 0.0f;
+    }
   }
 };
 
@@ -106,8 +155,8 @@ __device__ __forceinline__ const std::uint8_t* batch_base(const void* scales, Da
   return static_cast<const std::uint8_t*>(scales) + l * batch_stride * bytes;
 }
 
-// One stage's scales for k-block `kb` (K range [128 kb, 128 kb + 128)) of tile `c` of group g, in two
-// halves: load() issues the global loads (before the loader waits for the stage to be free, so that
+// The FP8 kernel's scales of one stage (k-block `kb`, K range [128 kb, 128 kb + 128)) of a tile, in
+// two halves: load() issues the global loads (before the loader waits for the stage to be free, so that
 // their latency hides under that wait), store() decodes them into the stage.
 //   mxfp8:        sfa[step][row] = A's scale of row, sfb[step * BlockN + col] = B's scale of col
 //   fp8-block128: sfa[j][row] = A's scale of row times B's scale of the tile's 128-column block j, so
@@ -117,49 +166,53 @@ struct StageScaleGather {
   static constexpr bool kMx = Traits::kScales == ScaleGranularity::mx32;
   // 256 rows of B in flight next to A's would not fit the producer warps' registers: B after A.
   static constexpr bool kDeferB = kMx && Traits::kBlockN > 128;
-  ScaleRows<Traits::kBlockM, Traits::kScaleSteps> a;
-  ScaleRows<Traits::kBlockN, Traits::kScaleSteps> b;  // mxfp8
-  std::uint32_t b_bits = 0;                           // fp8-block128: lane j < kSfaSlots holds block j's
-  const DeviceGroup* g;
+  ScaleRows<Traits::kBlockM, Traits::kScales> a;
+  ScaleRows<Traits::kBlockN, Traits::kScales> b;  // mxfp8
+  // fp8-block128: lane j < kSfaSlots holds the scale of the tile's 128-column block j of B.
+  std::uint32_t b_bits = 0;
   const std::uint8_t* b_base;
-  std::int64_t n0, cols;
-  int kb;
+  std::int64_t b_offset;  // scale_row_offset of lane's block (the last one for blocks past N)
+  std::int64_t b_ld;
 
-  __device__ __forceinline__ void load(const KernelParams& p, const DeviceGroup& group, const core::TileCoord& c,
-                                       int k_block, int lane) {
-    g = &group;
-    kb = k_block;
-    const std::uint8_t* a_base = batch_base(g->sfa, p.sfa_type, g->sfa_batch_stride, c.l);
-    b_base = batch_base(g->sfb, p.sfb_type, g->sfb_batch_stride, c.l);
+  __device__ __forceinline__ void start_tile(const KernelParams& p, const DeviceGroup& g, const core::TileCoord& c,
+                                             int lane) {
+    const std::uint8_t* a_base = batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l);
+    b_base = batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l);
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
-    n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
+    const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
+    const std::int64_t cols = core::ceil_div(g.k, kMx ? 32 : 128);
+    a.start_tile(p.sfa_type, p.sfa_layout, a_base, g.sfa_ld, cols, m0, g.m, lane);
     if constexpr (kMx) {
-      cols = core::ceil_div(g->k, 32);
-      a.load(p.sfa_type, p.sfa_layout, a_base, g->sfa_ld, cols, m0, g->m, 4 * kb, lane);
-      if constexpr (!kDeferB) b.load(p.sfb_type, p.sfb_layout, b_base, g->sfb_ld, cols, n0, g->n, 4 * kb, lane);
+      b.start_tile(p.sfb_type, p.sfb_layout, b_base, g.sfb_ld, cols, n0, g.n, lane);
     } else {
-      cols = core::ceil_div(g->k, 128);
-      a.load(p.sfa_type, p.sfa_layout, a_base, g->sfa_ld, cols, m0, g->m, kb, lane);
-      // B: one scale per 128 columns. Blocks past N repeat the last one: their columns are discarded.
-      const std::int64_t n_blocks = core::ceil_div(g->n, 128);
-      if (lane < Traits::kSfaSlots) {
-        std::int64_t nb = n0 / 128 + lane;
-        if (nb >= n_blocks) nb = n_blocks - 1;
-        b_bits = load_scale_bits(p.sfb_type == DataType::f32, b_base, scale_offset(p.sfb_layout, nb, kb, cols, g->sfb_ld));
-      }
+      // Blocks past N repeat the last one: their columns are discarded.
+      const std::int64_t n_blocks = core::ceil_div(g.n, 128);
+      std::int64_t nb = n0 / 128 + (lane < Traits::kSfaSlots ? lane : 0);
+      if (nb >= n_blocks) nb = n_blocks - 1;
+      b_ld = g.sfb_ld;
+      b_offset = scale_row_offset(p.sfb_layout, nb, cols, g.sfb_ld);
     }
   }
 
-  __device__ __forceinline__ void store(const KernelParams& p, float* sfa, float* sfb, int lane) {
+  __device__ __forceinline__ void load(const KernelParams& p, int kb, int lane) {
+    a.load(static_cast<std::int64_t>(Traits::kScaleSteps) * kb);
     if constexpr (kMx) {
-      a.store(p.sfa_type, sfa, lane);
-      if constexpr (kDeferB) b.load(p.sfb_type, p.sfb_layout, b_base, g->sfb_ld, cols, n0, g->n, 4 * kb, lane);
-      b.store(p.sfb_type, sfb, lane);
+      if constexpr (!kDeferB) b.load(static_cast<std::int64_t>(Traits::kScaleSteps) * kb);
+    } else if (lane < Traits::kSfaSlots) {
+      b_bits = load_scale_bits(p.sfb_type == DataType::f32, b_base, b_offset + scale_col_offset(p.sfb_layout, kb, b_ld));
+    }
+  }
+
+  __device__ __forceinline__ void store(const KernelParams& p, float* sfa, float* sfb, int kb, int lane) {
+    if constexpr (kMx) {
+      a.store(sfa, lane);
+      if constexpr (kDeferB) b.load(static_cast<std::int64_t>(Traits::kScaleSteps) * kb);
+      b.store(sfb, lane);
     } else {
-      const float sb = decode_scale_bits(p.sfb_type, b_bits);
+      const std::uint32_t bits = b_bits;
+      const float sb = p.sfb_type == DataType::f32 ? __uint_as_float(bits) : ue8m0_to_float(bits & 0xFFu);
 #pragma unroll
-      for (int j = 0; j < Traits::kSfaSlots; ++j)
-        a.store(p.sfa_type, sfa + j * Traits::kBlockM, lane, __shfl_sync(0xFFFFFFFFu, sb, j));
+      for (int j = 0; j < Traits::kSfaSlots; ++j) a.store(sfa + j * Traits::kBlockM, lane, __shfl_sync(0xFFFFFFFFu, sb, j));
     }
   }
 };
