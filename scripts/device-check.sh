@@ -121,7 +121,7 @@ if want probes && [ $SMOKE_OK = 1 ]; then
         --recipes $r --mma-tiler-mn 128,64 --iterations 10 | sed -n "s/^prefill/tile 128,64 prefill/p"; done'
   note "probes: $(grep -c prefill "$OUT/bench-probes.log") lines in bench-probes.log"
   # The kernel path the planner does not take, for the recipes that have two (bench/NOTES.md version 7).
-  step bench-paths 120 bash -c 'for rp in mxfp4:bf16 mxfp8:mxfp4:bf16; do
+  step bench-paths 120 bash -c 'for rp in mxfp4:fp8 mxfp8:mxfp4:bf16; do
       ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes ${rp%:*} --kernel-path ${rp##*:} \
         --iterations 10 | sed -n "/^\(prefill-uniform\|down\|decode\)/s/^/path ${rp##*:} /p"; done'
   note "paths: $(grep -c path "$OUT/bench-paths.log") lines in bench-paths.log"

@@ -68,11 +68,13 @@ bool swapped_runs(const GemmArguments& a) {
 }
 constexpr int kSwappedTokens = 32, kSwappedWeights = 256;  // --mma-tiler-mn 32,256 forces it
 
-// The planner's path: fp8 wherever it runs (it measured faster for mxfp4 and mxfp8 x mxfp4 too:
-// bench/NOTES.md version 7), bf16 for the rest (nvfp4, mxfp8 x nvfp4, fp8-block128 x FP4).
+// The planner's path: the FP8 kernel for fp8-block128, mxfp8 and mxfp8 x mxfp4 (where it measured
+// faster: bench/NOTES.md version 7), the decoding kernel for the rest, mxfp4 included (239 against 195
+// TFLOP/s prefill and even at decode shapes once the scale loaders kept pace: version 8).
 bool use_bf16_path(const GemmArguments& a, const RunOptions& options) {
   if (options.path != KernelPath::automatic) return options.path == KernelPath::bf16;
-  return !fp8_path_runs(a);
+  const bool fp4_activations = is_packed(a.a_type);
+  return !fp8_path_runs(a) || fp4_activations;
 }
 
 ScaleGranularity granularity_of(Recipe r) {

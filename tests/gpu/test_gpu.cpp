@@ -62,8 +62,8 @@ std::vector<RecipeVariant> recipe_variants() {
        fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)},
       {"mxfp8_e5m2_e5m2", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
        fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major)},
-      // FP4: the MX recipes widen it to e4m3 for the FP8 kernel (the planner's path), the others decode
-      // it to bf16; Blackwell checkpoints store the scales in the blocked layout.
+      // FP4: the planner decodes it to bf16, except mxfp8 x mxfp4, which widens it to e4m3 for the FP8
+      // kernel; Blackwell checkpoints store the scales in the blocked layout.
       {"mxfp4", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4)},
       {"nvfp4", fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4),
@@ -78,9 +78,10 @@ std::vector<RecipeVariant> recipe_variants() {
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0)},
       {"block128_x_nvfp4", fp8(Recipe::fp8_block128, DataType::e4m3, DataType::f32, ScaleLayout::mn_major),
        fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::mn_major)},
-      // The MX recipes with FP4 on the decoding kernel (--kernel-path bf16).
-      {"mxfp4_bf16_path", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
-       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4), KernelPath::bf16},
+      // The paths the planner does not take: mxfp4 on the FP8 kernel, mxfp8 x mxfp4 and mxfp8 on the
+      // decoding kernel (--kernel-path).
+      {"mxfp4_fp8_path", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4), KernelPath::fp8},
       {"mxfp8_e5m2_x_mxfp4_bf16_path", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0),
        fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::mn_major), KernelPath::bf16},
       {"mxfp8_e4m3_e5m2_bf16_path", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
