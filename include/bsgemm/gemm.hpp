@@ -33,11 +33,13 @@ bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
 
 // How the CUDA back end multiplies block-scaled operands on Hopper (which has FP8 tensor cores only).
 enum class KernelPath : std::uint8_t {
-  automatic,  // the planner's choice: fp8 where it runs, else bf16
+  automatic,  // the planner's choice (the faster one measured): fp8 for fp8-block128, mxfp8 and
+              // mxfp8 x mxfp4, bf16 for the rest
   fp8,        // FP8 wgmma, scales applied in fp32 per scale block; FP4 widened exactly to e4m3 (MX only):
               // fp8-block128, mxfp8, mxfp4, mxfp8 x mxfp4
-  bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: the recipes
-              // with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4)
+  bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: mxfp8 and the
+              // recipes with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4); at
+              // decode shapes FP4 weights go straight into wgmma's registers
 };
 
 const char* to_string(KernelPath p);
