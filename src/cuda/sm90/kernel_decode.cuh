@@ -90,7 +90,7 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
                                                     const StagePipeline<Traits::kStages>& pipe, int consumer) {
   const DecodeMainloop<Traits> mainloop(consumer, p);
   PipelineState<Traits::kStages> raw;
-  PipelineState<Traits::kDecodedStages> decoded;
+  PipelineState<kDecodedStages> decoded;
   TileWalker walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
@@ -106,19 +106,15 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   }
 }
 
-template <class Traits>
-__global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
-  using Storage = typename Traits::SharedStorage;
-  extern __shared__ std::uint8_t shared_raw[];
-  auto& ss = align_shared_storage<Storage>(shared_raw);
-
-  // A device-resident description failed validation: write nothing.
-  if (p.status->failed_group != kNoFailure) return;
-
+// What both decoding kernels (this one and kernel_swapped.cuh) run after their prologue: the raw-stage
+// pipeline and the decoded tiles' barriers, then the roles, with consume(pipe, consumer) on the consumers.
+template <class Traits, class Consume>
+__device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                   Consume&& consume) {
   const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
-    for (int d = 0; d < Traits::kDecodedStages; ++d) {
+    for (int d = 0; d < kDecodedStages; ++d) {
       ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
       ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
     }
@@ -129,7 +125,21 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const
 
   run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
                                         [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
-                                        [&](int consumer) { decode_and_multiply<Traits>(p, ss, pipe, consumer); });
+                                        [&](int consumer) { consume(pipe, consumer); });
+}
+
+template <class Traits>
+__global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
+  using Storage = typename Traits::SharedStorage;
+  extern __shared__ std::uint8_t shared_raw[];
+  auto& ss = align_shared_storage<Storage>(shared_raw);
+
+  // A device-resident description failed validation: write nothing.
+  if (p.status->failed_group != kNoFailure) return;
+
+  run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
+    decode_and_multiply<Traits>(p, ss, pipe, consumer);
+  });
 }
 
 // The instantiations of one operand combination, by tile (launch.hpp's kTiles).

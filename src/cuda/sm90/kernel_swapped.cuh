@@ -23,7 +23,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
                                                  const StagePipeline<Traits::kStages>& pipe, int consumer) {
   const SwappedMainloop<Traits> mainloop(consumer, p);
   PipelineState<Traits::kStages> raw;
-  PipelineState<Traits::kDecodedStages> decoded;
+  PipelineState<kDecodedStages> decoded;
   TileWalker walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
@@ -52,21 +52,9 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_swapped_kernel(cons
   // A device-resident description failed validation: write nothing.
   if (p.status->failed_group != kNoFailure) return;
 
-  const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
-  if (threadIdx.x == 0) {
-    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
-    for (int d = 0; d < Traits::kDecodedStages; ++d) {
-      ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
-      ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
-    }
-    ptx::fence_mbarrier_init();
-    prefetch_kernel_maps(p);
-  }
-  __syncthreads();
-
-  run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
-                                        [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
-                                        [&](int consumer) { multiply_swapped<Traits>(p, ss, pipe, consumer); });
+  run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
+    multiply_swapped<Traits>(p, ss, pipe, consumer);
+  });
 }
 
 // The instantiations of one operand combination, by the tile's token count (32 or 64; 256 weights).

@@ -17,6 +17,19 @@
 namespace bsgemm::cuda {
 
 inline constexpr int kDecodedK = 64;  // K per decoded tile: 128 bytes of bf16 per row
+inline constexpr int kDecodedStages = 2;
+
+// The raw stages (each with its scales and two barriers) that fit in shared memory next to the decoded
+// tiles, the epilogue's staging and the decoded tiles' barriers, at most 8. Both decoding kernels
+// (this one and kernel_traits_swapped.cuh) lay out their shared memory this way.
+constexpr int raw_stages_that_fit(std::size_t raw_stage_bytes, std::size_t stage_scale_bytes,
+                                  std::size_t decoded_stage_bytes) {
+  const std::size_t fixed = decoded_stage_bytes * kDecodedStages + sizeof(float) * 2 * 64 * kEpiloguePitch +
+                            1024 /* base alignment */ + 4 * sizeof(std::uint64_t) * kDecodedStages;
+  const std::size_t per_stage = raw_stage_bytes + stage_scale_bytes + 2 * sizeof(std::uint64_t);
+  const std::size_t fit = (kSharedMemoryLimit - fixed - 256) / per_stage;
+  return static_cast<int>(fit > 8 ? 8 : fit);
+}
 
 // APacked / BPacked: e2m1 in memory (else e4m3 or e5m2, chosen at run time by KernelParams). AScales /
 // BScales: mx32 and nv16 scales are folded into the decoded values; block128 (A only) is applied in fp32
@@ -60,16 +73,8 @@ struct DecodeKernelTraits {
     std::uint8_t a[BlockM * 128];
     std::uint8_t b[BlockN * 128];
   };
-  static constexpr int kDecodedStages = 2;
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * BlockM + kStepsB * BlockN);
-  static constexpr std::size_t kFixedBytes = sizeof(DecodedStage) * kDecodedStages +
-                                             sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */ +
-                                             4 * sizeof(std::uint64_t) * kDecodedStages;
-  static constexpr int kStages = [] {
-    const std::size_t per_stage = sizeof(RawStage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
-    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
-    return static_cast<int>(fit > 8 ? 8 : fit);
-  }();
+  static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, sizeof(DecodedStage));
   // Fewer than three raw stages starve the pipeline (a two-stage 64x256 mxfp8 x mxfp8 instance also
   // faulted, bench/NOTES.md version 7): such combinations are not launched.
   static constexpr bool kFits = kStages >= 3;

@@ -59,16 +59,8 @@ struct SwappedKernelTraits {
   struct alignas(1024) DecodedStage {
     std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
   };
-  static constexpr int kDecodedStages = 2;
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
-  static constexpr std::size_t kFixedBytes = sizeof(DecodedStage) * kDecodedStages +
-                                             sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */ +
-                                             4 * sizeof(std::uint64_t) * kDecodedStages;
-  static constexpr int kStages = [] {
-    const std::size_t per_stage = sizeof(RawStage) + kStageScaleBytes + 2 * sizeof(std::uint64_t);
-    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
-    return static_cast<int>(fit > 8 ? 8 : fit);
-  }();
+  static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, sizeof(DecodedStage));
   static constexpr bool kFits = kStages >= 3;
   static_assert(kFits);
 

@@ -118,14 +118,14 @@ struct DecodeMainloop {
   // decoded tiles from `decoded` on; both states end past the tile. acc is scratch with block128 A.
   template <int Stages>
   __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
-                                  PipelineState<Traits::kDecodedStages>& decoded, int k_blocks, std::int64_t k,
+                                  PipelineState<kDecodedStages>& decoded, int k_blocks, std::int64_t k,
                                   float (&acc)[kAcc], float (&out)[kAcc]) const {
     const int tiles = 2 * k_blocks;
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
     if (tiles == 0) return;  // K = 0: the producers load nothing for this tile
     float sa_top = 0.0f, sa_bottom = 0.0f;  // block128: the scales of the stage being accumulated
-    PipelineState<Traits::kDecodedStages> write = decoded, read = decoded;
+    PipelineState<kDecodedStages> write = decoded, read = decoded;
 
     const auto decode_tile = [&](int j) {
       const int kb = j / 2, half = j % 2;

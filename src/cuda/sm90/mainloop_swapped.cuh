@@ -135,7 +135,7 @@ struct SwappedMainloop {
   // Accumulates one tile of `k_blocks` raw stages (K = k) into acc; both pipeline states end past the tile.
   template <int Stages>
   __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
-                                  PipelineState<Traits::kDecodedStages>& decoded, int k_blocks, std::int64_t k,
+                                  PipelineState<kDecodedStages>& decoded, int k_blocks, std::int64_t k,
                                   float (&acc)[kSlabs][kAcc]) const {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
@@ -143,7 +143,7 @@ struct SwappedMainloop {
       for (int i = 0; i < kAcc; ++i) acc[slab][i] = 0.0f;
     if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
     Fragments first_half, second_half;
-    PipelineState<Traits::kDecodedStages> write = decoded, read = decoded;
+    PipelineState<kDecodedStages> write = decoded, read = decoded;
 
     // Decodes half `half` of stage kb (the raw stage at `raw`) into the next decoded tile and `frag`.
     const auto produce = [&](int kb, int half, Fragments& frag) {
