@@ -6,7 +6,7 @@
 // edge and rows that end inside a tile. A gather with the same offsets the CPU reference uses
 // (scale_offset in recipe.hpp) serves all of them and decodes on the way, so consumers read plain
 // fp32. Loader w takes every third stage, so three gathers are in flight while the TMA copies run
-// ahead. At decode shapes the loaders, not the tensor cores, set the pace (bench/NOTES.md version 8):
+// ahead. Before bench/NOTES.md version 8c the loaders, not the tensor cores, set the pace of every kernel:
 // hence per-tile row offsets, word loads and branch-free decoding, about 5 instructions per scale.
 #pragma once
 
