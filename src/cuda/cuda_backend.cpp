@@ -318,10 +318,6 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
                                " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
                                " (and 32,256 for FP4 weights with mxfp8 or same-recipe tokens)");
-    if (swapped_tile && options.path == KernelPath::fp8)
-      return Status::error(StatusCode::not_supported, -1, "tile",
-                           "tile 32,256 is the register-operand kernel's, which kernel path fp8 does not use: use "
-                           "--kernel-path auto or bf16, or another tile");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
