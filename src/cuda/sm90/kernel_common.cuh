@@ -57,6 +57,23 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   return t;
 }
 
+// The TMA producer's walk: f(tile source, k_block, stage state) for every stage of the CTA's sequence.
+template <class Traits, class F>
+__device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F&& f) {
+  PipelineState<Traits::kStages> state;
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  std::int32_t acquired_group = -1;
+  while (walker.next(&c, &g)) {
+    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
+    for (int kb = 0; kb < t.k_blocks; ++kb) {
+      f(t, kb, state);
+      state.advance();
+    }
+  }
+}
+
 // The scale loaders' share of the walk: loader `loader` fills every kScaleLoaderWarps-th stage of the
 // CTA's sequence. on_tile(group, tile) runs before the first stage this loader fills in a tile (per-tile
 // addressing is computed once there), on_stage(group, tile, k_block, stage state) for each of them.

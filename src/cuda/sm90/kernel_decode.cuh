@@ -29,22 +29,13 @@ namespace bsgemm::cuda {
 template <class Traits>
 __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                   const StagePipeline<Traits::kStages>& pipe) {
-  PipelineState<Traits::kStages> state;
-  TileWalker walker(p);
-  core::TileCoord c;
-  const DeviceGroup* g;
-  std::int32_t acquired_group = -1;
-  while (walker.next(&c, &g)) {
-    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
-    for (int kb = 0; kb < t.k_blocks; ++kb) {
-      pipe.producer_acquire(state);
-      pipe.producer_expect_bytes(state, Traits::kStageBytes);
-      // The maps count K in stored bytes.
-      ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
-      ptx::tma_load_3d(ss.raw[state.index].b, t.b_map, kb * Traits::kRowBytesB, t.b_row, t.b_batch, pipe.full_barrier(state));
-      state.advance();
-    }
-  }
+  for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
+    pipe.producer_acquire(state);
+    pipe.producer_expect_bytes(state, Traits::kStageBytes);
+    // The maps count K in stored bytes.
+    ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
+    ptx::tma_load_3d(ss.raw[state.index].b, t.b_map, kb * Traits::kRowBytesB, t.b_row, t.b_batch, pipe.full_barrier(state));
+  });
 }
 
 // The decoding kernels' scale loaders (the TMA producer brings the raw tiles): A's and B's scales of

@@ -35,31 +35,22 @@ using Fp8Pipeline = StagePipeline<Traits::kStages>;
 template <class Traits>
 __device__ __forceinline__ void produce_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                               const Fp8Pipeline<Traits>& pipe) {
-  PipelineState<Traits::kStages> state;
-  TileWalker walker(p);
-  core::TileCoord c;
-  const DeviceGroup* g;
-  std::int32_t acquired_group = -1;
-  while (walker.next(&c, &g)) {
-    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
-    for (int kb = 0; kb < t.k_blocks; ++kb) {
-      pipe.producer_acquire(state);
-      if constexpr (Traits::kAnyPacked) {
-        // Packed maps count K in bytes: a k-block is 64 of them.
-        pipe.raw_expect_bytes(state, Traits::kRawBytes);
-        if constexpr (Traits::kAPacked)
-          ptx::tma_load_3d(ss.raw[state.index].a(), t.a_map, kb * kBlockK / 2, t.a_row, t.a_batch, pipe.raw_barrier(state));
-        if constexpr (Traits::kBPacked)
-          ptx::tma_load_3d(ss.raw[state.index].b(), t.b_map, kb * kBlockK / 2, t.b_row, t.b_batch, pipe.raw_barrier(state));
-      }
-      pipe.producer_expect_bytes(state, Traits::kStageBytes);
-      if constexpr (!Traits::kAPacked)
-        ptx::tma_load_3d(ss.stages[state.index].a, t.a_map, kb * kBlockK, t.a_row, t.a_batch, pipe.full_barrier(state));
-      if constexpr (!Traits::kBPacked)
-        ptx::tma_load_3d(ss.stages[state.index].b, t.b_map, kb * kBlockK, t.b_row, t.b_batch, pipe.full_barrier(state));
-      state.advance();
+  for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
+    pipe.producer_acquire(state);
+    if constexpr (Traits::kAnyPacked) {
+      // Packed maps count K in bytes: a k-block is 64 of them.
+      pipe.raw_expect_bytes(state, Traits::kRawBytes);
+      if constexpr (Traits::kAPacked)
+        ptx::tma_load_3d(ss.raw[state.index].a(), t.a_map, kb * kBlockK / 2, t.a_row, t.a_batch, pipe.raw_barrier(state));
+      if constexpr (Traits::kBPacked)
+        ptx::tma_load_3d(ss.raw[state.index].b(), t.b_map, kb * kBlockK / 2, t.b_row, t.b_batch, pipe.raw_barrier(state));
     }
-  }
+    pipe.producer_expect_bytes(state, Traits::kStageBytes);
+    if constexpr (!Traits::kAPacked)
+      ptx::tma_load_3d(ss.stages[state.index].a, t.a_map, kb * kBlockK, t.a_row, t.a_batch, pipe.full_barrier(state));
+    if constexpr (!Traits::kBPacked)
+      ptx::tma_load_3d(ss.stages[state.index].b, t.b_map, kb * kBlockK, t.b_row, t.b_batch, pipe.full_barrier(state));
+  });
 }
 
 template <class Traits>
