@@ -313,6 +313,10 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
     const bool swapped_tile = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights && swapped_runs(args);
+    if (swapped_tile && options.path == KernelPath::fp8)
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile 32,256 is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
+                           "path fp8 does not use: use --kernel-path bf16 or auto, or another tile");
     if (!tile_supported(options.tile_m, options.tile_n) && !swapped_tile)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +

@@ -4,7 +4,8 @@
 // Data
 //   A: N(0, 1) values; B: N(0, 1) / sqrt(K) (so that D is O(1) and safe in f16). Every
 //   (row, 32-column block) of A and B is multiplied by 2^u, u uniform in {-3, ..., 3}, so that
-//   neighbouring block scales differ. C: N(0, 1). Each row of each tensor draws from its own
+//   neighbouring block scales differ; a spec's a_exponent / b_exponent scale A and B by a further
+//   power of two. C: N(0, 1). Each row of each tensor draws from its own
 //   splitmix64 stream, seeded from (seed, tensor, group, batch, row): the data depend on the spec
 //   only, never on the thread count or on how rows are split into work.
 //   The fp32 rows are quantized with the library's own quantize(), in row ranges that start on a
@@ -175,6 +176,7 @@ struct OperandFill {
   std::uint8_t* scales = nullptr;  // scale (0, 0)
   std::int64_t scale_ld = 0;
   int owner = 0;
+  int exponent = 0;  // the values are drawn times 2^exponent
 };
 
 // One matrix of C (d_type, d_major).
@@ -220,7 +222,8 @@ std::int64_t output_rows_per_range(const OutputFill& f) {
 Tensor tensor_of(Operand which) { return which == Operand::a ? Tensor::a : Tensor::b; }
 
 float operand_factor(const OperandFill& f) {
-  return f.which == Operand::a ? 1.0f : static_cast<float>(1.0 / std::sqrt(static_cast<double>(f.k)));
+  const double spread = f.which == Operand::a ? 1.0 : 1.0 / std::sqrt(static_cast<double>(f.k));
+  return static_cast<float>(std::ldexp(spread, f.exponent));
 }
 
 // The fp32 rows [range.row0, range.row1) of a fill, row-major with ld k.
@@ -503,6 +506,7 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
 
     const int threads = cpu::resolve_thread_count(spec.threads);
     std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads));
+    for (OperandFill& f : operands) f.exponent = f.which == Operand::a ? spec.a_exponent : spec.b_exponent;
     const std::vector<RowRange> ranges = split_rows(operands, &rows_per_range);
 
     // nvfp4: the amax of every (group, operand) over all its batches and ranges, then s_g.

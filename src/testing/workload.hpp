@@ -37,6 +37,9 @@ struct WorkloadSpec {
   bool offsets_start_with_zero = false;
   IndexType offsets_type = IndexType::i32;
 
+  // A and B are drawn times 2^a_exponent and 2^b_exponent: the ends of the scale range (block scales at
+  // the ue8m0 limits, decoded elements that are bf16 subnormals).
+  int a_exponent = 0, b_exponent = 0;
   float alpha = 1.0f;  // nvfp4 global scales are folded in per group
   float beta = 0.0f;   // nonzero: C is drawn and has_c is set
   // Leading dimensions larger than needed (and batch strides with gaps), to exercise strides.

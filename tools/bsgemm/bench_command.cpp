@@ -136,6 +136,7 @@ std::vector<BenchCase> load_cases(const std::string& path) {
 // One row of the table and one JSON record.
 struct BenchRecord {
   std::string case_name, recipe, layout;
+  std::string descriptions;  // where the group descriptions lived: host or device
   Backend backend = Backend::cpu;
   std::string check = "-";  // PASS, FAIL, ERROR, or "-" when not checked
   std::string error;
@@ -160,6 +161,7 @@ BenchRecord run_case(const BenchConfig& config, const BenchCase& bench_case, con
   record.case_name = bench_case.name;
   record.recipe = recipe;
   record.layout = to_string(layout);
+  record.descriptions = config.descriptions == MemoryLocation::host ? "host" : "device";
   record.backend = resolve_backend(config.run_options.backend);
 
   testing::WorkloadSpec spec;
@@ -188,7 +190,7 @@ BenchRecord run_case(const BenchConfig& config, const BenchCase& bench_case, con
   const int copies =
       config.cold_l2 ? cold_l2_copies(workload_bytes(workload), config.warmup_iterations + config.iterations) : 1;
   Executor executor;
-  if (Status s = Executor::create(&workload, config.run_options, MemoryLocation::host, copies, AutoBackend::keep_cuda,
+  if (Status s = Executor::create(&workload, config.run_options, config.descriptions, copies, AutoBackend::keep_cuda,
                                  &executor);
       !s.ok())
     return fail(s);
@@ -225,6 +227,7 @@ std::string records_json(const std::vector<BenchRecord>& records) {
     object.string("case", r.case_name)
         .string("recipe", r.recipe)
         .string("layout", r.layout)
+        .string("descriptions", r.descriptions)
         .string("backend", to_string(r.backend))
         .number("median_ms", r.median_ms())
         .number("min_ms", r.timing.iterations > 0 ? r.timing.min_us * 1e-3 : kNaN)

@@ -244,11 +244,19 @@ constexpr OptionSpec kBenchOptions[] = {
     {"kernel-path", "PATH", "cuda: fp8 or bf16 (default auto)"},
     {"mma-tiler-mn", "M,N", "cuda: output tile per CTA"},
     {"cluster-shape-mn", "X,Y", "cuda: thread-block cluster shape"},
+    {"descriptions", "WHERE", "cuda: group descriptions in host (default) or device memory"},
     {"threads", "N", "CPU threads (default 0: all)"},
     {"seed", "N", "random seed of the inputs (default 2025)"},
     {"json", "FILE", "also write one JSON record per case and recipe"},
     {"help", "", "show this help"},
 };
+
+MemoryLocation parse_descriptions(const std::string& text) {
+  const std::string where = lowercase(trim(text));
+  if (where == "host") return MemoryLocation::host;
+  if (where != "device") bad_value("descriptions", text, "host or device");
+  return MemoryLocation::device;
+}
 
 int parse_count(const ParsedOptions& options, std::string_view name, int fallback, int min) {
   const std::string* text = options.find(name);
@@ -595,12 +603,7 @@ RunConfig parse_run_command(std::span<const std::string_view> args) {
 
   parse_tile_options(options, &config.run_options);
   spec.threads = config.run_options.cpu_threads;
-  if (const std::string* t = value("descriptions")) {
-    const std::string where = lowercase(trim(*t));
-    if (where == "host") config.descriptions = MemoryLocation::host;
-    else if (where == "device") config.descriptions = MemoryLocation::device;
-    else bad_value("descriptions", *t, "host or device");
-  }
+  if (const std::string* t = value("descriptions")) config.descriptions = parse_descriptions(*t);
   if (const std::string* t = value("json")) {
     if (t->empty()) throw UsageError("--json needs a file name");
     config.json_path = *t;
@@ -643,6 +646,7 @@ BenchConfig parse_bench_command(std::span<const std::string_view> args) {
   }
   if (const std::string* t = options.find("scale-layout")) config.scale_layout = parse_scale_layout("scale-layout", *t);
   parse_tile_options(options, &config.run_options);
+  if (const std::string* t = options.find("descriptions")) config.descriptions = parse_descriptions(*t);
   config.warmup_iterations = parse_count(options, "warmup-iterations", config.warmup_iterations, 0);
   config.iterations = parse_count(options, "iterations", config.iterations, 1);
   config.cold_l2 = !options.has("warm-l2");

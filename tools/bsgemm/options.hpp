@@ -132,6 +132,7 @@ struct BenchConfig {
   std::vector<GroupLayout> layouts;  // for MoE cases; groups_mnkl cases are pointer arrays
   ScaleLayout scale_layout = ScaleLayout::linear;
   RunOptions run_options;
+  MemoryLocation descriptions = MemoryLocation::host;
   int warmup_iterations = 3;
   int iterations = 20;
   bool cold_l2 = true;

@@ -39,22 +39,19 @@ __device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi
                     decode_fp8x2(hi >> 16, e5m2, scale));
 }
 
-// Words of two bf16 each, times scale: one bf16x2 multiply per word, exact for decoded e2m1 values (2
-// significant bits) times a ue8m0 or ue4m3 scale (4 bits) in bf16's 8. Scales so small or large that a
-// product would leave bf16's normal range (no real checkpoint has them) take the fp32 route instead.
+// Words of two bf16 each, times scale: one bf16x2 multiply per word. Exact for decoded e2m1 values
+// (at most 2 significant bits) times any ue8m0 or ue4m3 scale (at most 4): the product has at most 6 of
+// bf16's 8 significant bits, and bf16 shares fp32's exponent range, subnormals included (mul.rn.bf16x2
+// has no flush-to-zero), so every product fp32 can hold is held exactly, down to 0.5 x 2^-127; products
+// past fp32's range (6 x 2^127) are inf in both. No range check, no fallback: the GPU tier's
+// ExtremeScales test runs the ends of the ue8m0 range through every kernel that decodes.
 template <int Words>
 __device__ __forceinline__ void scale_bf16x2(std::uint32_t (&w)[Words], float scale) {
-  if (scale >= 0x1p-125f && scale <= 0x1p+124f) {
-    const __nv_bfloat162 s = __float2bfloat162_rn(scale);  // exact: a power of two or a ue4m3 value
+  const __nv_bfloat162 s = __float2bfloat162_rn(scale);  // exact: a power of two or a ue4m3 value
 #pragma unroll
-    for (int q = 0; q < Words; ++q) {
-      const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w[q]), s);
-      w[q] = *reinterpret_cast<const std::uint32_t*>(&v);
-    }
-  } else {
-#pragma unroll
-    for (int q = 0; q < Words; ++q)
-      w[q] = bf16x2_bits(decode_bf16(static_cast<std::uint16_t>(w[q])) * scale, decode_bf16(static_cast<std::uint16_t>(w[q] >> 16)) * scale);
+  for (int q = 0; q < Words; ++q) {
+    const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w[q]), s);
+    w[q] = *reinterpret_cast<const std::uint32_t*>(&v);
   }
 }
 

@@ -12,22 +12,55 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "bsgemm/formats.hpp"
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/params.hpp"
+#include "src/cuda/sm90/tile_walker.cuh"
 
 namespace bsgemm::cuda {
 
 __device__ __forceinline__ int element_bytes(DataType t) { return t == DataType::f32 ? 4 : 2; }
 
-// Eight consecutive elements (stride 1) at element index `index` of an f32/f16/bf16 tensor; `valid` of
-// them exist. `vector` says whether one 16-byte-aligned access may be used (all 8 valid).
-__device__ __forceinline__ void load8(DataType t, const void* base, std::int64_t index, int valid, float (&v)[8]) {
-  const auto* bytes = static_cast<const std::uint8_t*>(base) + index * element_bytes(t);
+// What one tile's epilogue needs of its group, read once per tile through the read-only path
+// (tile_walker.cuh); plain loads were issued again after every store to D (run 23's profile: a third of
+// the FP8 consumers' time in the epilogue, much of it waiting on such reloads).
+struct TileOutput {
+  const std::uint8_t* c;  // batch l of C; null without C
+  std::uint8_t* d;        // batch l of D
+  std::int64_t ldc, ldd;
+  std::int64_t m, n;  // the group's extents
+  float alpha, beta;
+};
+
+__device__ __forceinline__ TileOutput tile_output(const KernelParams& p, const DeviceGroup* g, std::int32_t l) {
+  const int bytes = element_bytes(p.d_type);
+  TileOutput o;
+  o.m = read_only(g->m);
+  o.n = read_only(g->n);
+  o.ldd = read_only(g->ldd);
+  o.d = static_cast<std::uint8_t*>(read_only(g->d)) + l * read_only(g->batch_stride_d) * bytes;
+  o.c = nullptr;
+  o.ldc = 0;
+  if (p.has_c) {
+    o.c = static_cast<const std::uint8_t*>(read_only(g->c)) + l * read_only(g->batch_stride_c) * bytes;
+    o.ldc = read_only(g->ldc);
+  }
+  o.alpha = read_only(g->alpha);
+  o.beta = read_only(g->beta);
+  return o;
+}
+
+// Eight consecutive elements of type T (f32, f16 or bf16) at element index `index`; `valid` of them exist.
+// One 16-byte access where all 8 are valid and aligned (contiguous groups begin at any row).
+template <DataType T>
+__device__ __forceinline__ void load8(const std::uint8_t* base, std::int64_t index, int valid, float (&v)[8]) {
+  constexpr int kBytes = T == DataType::f32 ? 4 : 2;
+  const std::uint8_t* bytes = base + index * kBytes;
   const bool vector = valid == 8 && (reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0);
-  if (t == DataType::f32) {
+  if constexpr (T == DataType::f32) {
     const auto* f = reinterpret_cast<const float*>(bytes);
     if (vector) {
       const float4 lo = __ldg(reinterpret_cast<const float4*>(f)), hi = __ldg(reinterpret_cast<const float4*>(f) + 1);
@@ -36,31 +69,34 @@ __device__ __forceinline__ void load8(DataType t, const void* base, std::int64_t
 #pragma unroll
       for (int q = 0; q < 8; ++q) v[q] = q < valid ? __ldg(f + q) : 0.0f;
     }
-    return;
-  }
-  const auto* h = reinterpret_cast<const std::uint16_t*>(bytes);
-  std::uint16_t raw[8];
-  if (vector) {
-    const uint4 w = __ldg(reinterpret_cast<const uint4*>(h));
-    const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) raw[2 * q] = words[q] & 0xFFFFu, raw[2 * q + 1] = words[q] >> 16;
   } else {
+    const auto* h = reinterpret_cast<const std::uint16_t*>(bytes);
+    std::uint16_t raw[8];
+    if (vector) {
+      const uint4 w = __ldg(reinterpret_cast<const uint4*>(h));
+      const std::uint32_t words[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
-    for (int q = 0; q < 8; ++q) raw[q] = q < valid ? __ldg(h + q) : 0;
+      for (int q = 0; q < 4; ++q) raw[2 * q] = words[q] & 0xFFFFu, raw[2 * q + 1] = words[q] >> 16;
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q) raw[q] = q < valid ? __ldg(h + q) : 0;
+    }
+#pragma unroll
+    for (int q = 0; q < 8; ++q) v[q] = T == DataType::bf16 ? decode_bf16(raw[q]) : __half2float(__ushort_as_half(raw[q]));
   }
-#pragma unroll
-  for (int q = 0; q < 8; ++q) v[q] = t == DataType::bf16 ? decode_bf16(raw[q]) : __half2float(__ushort_as_half(raw[q]));
 }
 
-__device__ __forceinline__ std::uint16_t round_half_type(DataType t, float x) {
-  return t == DataType::bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+template <DataType T>
+__device__ __forceinline__ std::uint16_t round_half_type(float x) {
+  return T == DataType::bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
 }
 
-__device__ __forceinline__ void store8(DataType t, void* base, std::int64_t index, int valid, const float (&v)[8]) {
-  auto* bytes = static_cast<std::uint8_t*>(base) + index * element_bytes(t);
+template <DataType T>
+__device__ __forceinline__ void store8(std::uint8_t* base, std::int64_t index, int valid, const float (&v)[8]) {
+  constexpr int kBytes = T == DataType::f32 ? 4 : 2;
+  std::uint8_t* bytes = base + index * kBytes;
   const bool vector = valid == 8 && (reinterpret_cast<std::uintptr_t>(bytes) % 16 == 0);
-  if (t == DataType::f32) {
+  if constexpr (T == DataType::f32) {
     auto* f = reinterpret_cast<float*>(bytes);
     if (vector) {
       reinterpret_cast<float4*>(f)[0] = make_float4(v[0], v[1], v[2], v[3]);
@@ -70,42 +106,35 @@ __device__ __forceinline__ void store8(DataType t, void* base, std::int64_t inde
       for (int q = 0; q < 8; ++q)
         if (q < valid) f[q] = v[q];
     }
-    return;
-  }
-  auto* h = reinterpret_cast<std::uint16_t*>(bytes);
-  if (vector) {
-    std::uint32_t words[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      words[q] = static_cast<std::uint32_t>(round_half_type(t, v[2 * q])) |
-                 (static_cast<std::uint32_t>(round_half_type(t, v[2 * q + 1])) << 16);
-    *reinterpret_cast<uint4*>(h) = make_uint4(words[0], words[1], words[2], words[3]);
   } else {
+    auto* h = reinterpret_cast<std::uint16_t*>(bytes);
+    if (vector) {
+      std::uint32_t words[4];
 #pragma unroll
-    for (int q = 0; q < 8; ++q)
-      if (q < valid) h[q] = round_half_type(t, v[q]);
+      for (int q = 0; q < 4; ++q)
+        words[q] = static_cast<std::uint32_t>(round_half_type<T>(v[2 * q])) |
+                   (static_cast<std::uint32_t>(round_half_type<T>(v[2 * q + 1])) << 16);
+      *reinterpret_cast<uint4*>(h) = make_uint4(words[0], words[1], words[2], words[3]);
+    } else {
+#pragma unroll
+      for (int q = 0; q < 8; ++q)
+        if (q < valid) h[q] = round_half_type<T>(v[q]);
+    }
   }
 }
 
-// Writes one consumer warpgroup's part of a tile. `acc` holds the promoted fp32 sums in wgmma fragment
-// order; `stage` is this warpgroup's [64][kEpiloguePitch] staging area; (row0, col0) is the group-local
-// position of the warpgroup's first row and column. Transposed: the accumulator's rows are D's columns
-// and its columns D's rows (the register-operand kernel computes D^T = B A^T).
-template <class Traits>
-__device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, const DeviceGroup& g, std::int32_t l,
-                                                     std::int64_t row0, std::int64_t col0,
-                                                     const float (&acc)[Traits::kAccumulators], float* stage,
-                                                     std::uint32_t barrier_id, bool transposed = false) {
-  // D^T is D with the other major and the extents swapped.
-  const bool n_major = p.d_n_major != transposed;
-  const std::int64_t m_extent = transposed ? g.n : g.m, n_extent = transposed ? g.m : g.n;
+// One output type and major of store_warpgroup_tile, chosen once per tile: the code a run executes is
+// then one contiguous block instead of six variants' branches interleaved over 48 KB (run 23's profile:
+// instruction-fetch stalls in the epilogue).
+template <class Traits, DataType T, bool NMajor>
+__device__ __forceinline__ void write_warpgroup_tile(const TileOutput& o, std::int64_t m_extent, std::int64_t n_extent,
+                                                  std::int64_t row0, std::int64_t col0,
+                                                  const float (&acc)[Traits::kAccumulators], float* stage,
+                                                  std::uint32_t barrier_id) {
   const int t = threadIdx.x % kThreadsPerWarpgroup;
   const int warp = t / 32, lane = t % 32;
   const int frag_row = warp * 16 + lane / 4;
   const int frag_col = 2 * (lane % 4);
-  const float alpha = g.alpha, beta = g.beta;
-  const void* c = p.has_c ? static_cast<const std::uint8_t*>(g.c) + l * g.batch_stride_c * element_bytes(p.d_type) : nullptr;
-  void* d = static_cast<std::uint8_t*>(g.d) + l * g.batch_stride_d * element_bytes(p.d_type);
 
 #pragma unroll
   for (int chunk = 0; chunk < Traits::kWarpgroupN / 32; ++chunk) {
@@ -125,7 +154,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
       float v[8], cv[8];
       std::int64_t m, n, index, ld_c_index;
       int valid;
-      if (n_major) {
+      if constexpr (NMajor) {
         const int r = t / 4 + 32 * it, seg = t % 4;
         m = row0 + r;
         n = col0 + 32 * chunk + 8 * seg;
@@ -134,8 +163,8 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
         const float4 hi = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg + 4]);
         v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
         valid = n_extent - n < 8 ? static_cast<int>(n_extent - n) : 8;
-        index = m * g.ldd + n;
-        ld_c_index = m * g.ldc + n;
+        index = m * o.ldd + n;
+        ld_c_index = m * o.ldc + n;
       } else {
         const int col = t % 32, rseg = t / 32 + 4 * it;
         n = col0 + 32 * chunk + col;
@@ -144,20 +173,53 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
 #pragma unroll
         for (int q = 0; q < 8; ++q) v[q] = stage[(8 * rseg + q) * kEpiloguePitch + col];
         valid = m_extent - m < 8 ? static_cast<int>(m_extent - m) : 8;
-        index = n * g.ldd + m;
-        ld_c_index = n * g.ldc + m;
+        index = n * o.ldd + m;
+        ld_c_index = n * o.ldc + m;
       }
-      if (c != nullptr) {
-        load8(p.d_type, c, ld_c_index, valid, cv);
+      if (o.c != nullptr) {
+        load8<T>(o.c, ld_c_index, valid, cv);
 #pragma unroll
-        for (int q = 0; q < 8; ++q) v[q] = fmaf(alpha, v[q], beta * cv[q]);
+        for (int q = 0; q < 8; ++q) v[q] = fmaf(o.alpha, v[q], o.beta * cv[q]);
       } else {
 #pragma unroll
-        for (int q = 0; q < 8; ++q) v[q] = alpha * v[q];
+        for (int q = 0; q < 8; ++q) v[q] = o.alpha * v[q];
       }
-      store8(p.d_type, d, index, valid, v);
+      store8<T>(o.d, index, valid, v);
     }
     ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+  }
+}
+
+// Writes one consumer warpgroup's part of a tile. `acc` holds the promoted fp32 sums in wgmma fragment
+// order; `stage` is this warpgroup's [64][kEpiloguePitch] staging area; (row0, col0) is the group-local
+// position of the warpgroup's first row and column. Transposed: the accumulator's rows are D's columns
+// and its columns D's rows (the register-operand kernel computes D^T = B A^T).
+template <class Traits>
+__device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, const TileOutput& o, std::int64_t row0,
+                                                     std::int64_t col0, const float (&acc)[Traits::kAccumulators],
+                                                     float* stage, std::uint32_t barrier_id, bool transposed = false) {
+  // D^T is D with the other major and the extents swapped.
+  const bool n_major = p.d_n_major != transposed;
+  const std::int64_t m_extent = transposed ? o.n : o.m, n_extent = transposed ? o.m : o.n;
+  const auto write = [&](auto type, auto major) {
+    write_warpgroup_tile<Traits, decltype(type)::value, decltype(major)::value>(o, m_extent, n_extent, row0, col0, acc,
+                                                                               stage, barrier_id);
+  };
+  using NMajor = std::true_type;
+  using MMajor = std::false_type;
+  switch (p.d_type) {
+    case DataType::f32:
+      n_major ? write(std::integral_constant<DataType, DataType::f32>{}, NMajor{})
+              : write(std::integral_constant<DataType, DataType::f32>{}, MMajor{});
+      break;
+    case DataType::f16:
+      n_major ? write(std::integral_constant<DataType, DataType::f16>{}, NMajor{})
+              : write(std::integral_constant<DataType, DataType::f16>{}, MMajor{});
+      break;
+    default:
+      n_major ? write(std::integral_constant<DataType, DataType::bf16>{}, NMajor{})
+              : write(std::integral_constant<DataType, DataType::bf16>{}, MMajor{});
+      break;
   }
 }
 

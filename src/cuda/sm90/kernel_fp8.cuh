@@ -96,10 +96,11 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
   while (walker.next(&c, &g)) {
 #pragma unroll
     for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    const std::int64_t k = read_only(g->k);
+    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
     for (int kb = 0; kb < k_blocks; ++kb) {
       pipe.consumer_wait(state);
-      mainloop.accumulate_stage(ss, state.index, turns, acc, result);
+      mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, acc, result);
       // The scales were read into registers and the wgmma reads have completed: release the stage.
       __syncwarp();
       if (lane == 0) pipe.consumer_release(state);
@@ -107,7 +108,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
     }
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
-    store_warpgroup_tile<Traits>(p, *g, c.l, row0, col0, result, &ss.epilogue[consumer][0][0],
+    store_warpgroup_tile<Traits>(p, tile_output(p, g, c.l), row0, col0, result, &ss.epilogue[consumer][0][0],
                                  static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
   }
   turns.finish();

@@ -33,10 +33,11 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
     mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, g->k, acc);
     // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
     const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+    const TileOutput output = tile_output(p, g, c.l);
 #pragma unroll
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
       const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + consumer * 128 + slab * 64;
-      store_warpgroup_tile<Traits>(p, *g, c.l, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
+      store_warpgroup_tile<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
                                    static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer,
                                    /*transposed=*/true);
     }

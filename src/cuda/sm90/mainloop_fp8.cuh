@@ -39,8 +39,10 @@ struct Fp8Mainloop {
     frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);  // tile-local
   }
 
-  __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, float (&acc)[kAcc],
-                                   float (&result)[kAcc]) const {
+  // k_left: K from the stage's start; mxfp8 skips the 32-deep steps past K (the last stage of a K such as
+  // 32 holds one).
+  __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, std::int64_t k_left,
+                                   float (&acc)[kAcc], float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
     if constexpr (Traits::kScales == ScaleGranularity::block128) {
@@ -63,9 +65,11 @@ struct Fp8Mainloop {
 #pragma unroll
       for (int i = 0; i < kAcc; ++i) result[i] = fmaf(acc[i], (i & 2) ? scale_bottom : scale_top, result[i]);
     } else {
+      // Both warpgroups skip the same steps, so their turns stay paired (issue_turns.cuh).
+      const int steps = k_left >= kBlockK ? Traits::kScaleSteps : static_cast<int>((k_left + 31) / 32);
       // Not unrolled: the four steps' descriptors and scale addresses would otherwise all be live at once.
 #pragma unroll 1
-      for (int k = 0; k < Traits::kScaleSteps; ++k) {
+      for (int k = 0; k < steps; ++k) {
         turns.wait_turn();
         ptx::fence_accumulators(acc);
         ptx::wgmma_fence();

@@ -85,33 +85,47 @@ struct SwappedMainloop {
 
   // The tokens of half `half` of raw stage s into decoded tile d, in the permuted K order: logical chunk c
   // of a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. the stored
-  // pairs 16 (e / 2) + 4 (c / 2) + 2 (c % 2) + {0, 1} of the slice. Positions at or past k_valid are zeroed
-  // (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero tokens
-  // cancel them).
+  // pairs 16 p + 2 c + {0, 1} of the slice, p = 0..3 (packed: bytes c, c + 8, c + 16, c + 24 of the row's
+  // 32). Tail (only in the last stage of a K range not a multiple of 128): positions at or past k_valid are
+  // zeroed (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero
+  // tokens cancel them).
+  template <bool Tail>
   __device__ __forceinline__ void decode_tokens(Storage& ss, int s, int half, int d, int k_valid) const {
 #pragma unroll
     for (int i = 0; i < kTokenChunksPerThread; ++i) {
       const int id = decoder + 2 * kThreadsPerWarpgroup * i;
       const int t = id / 8, c = id % 8;
-      std::uint32_t w[4];
+      float scale[4];
 #pragma unroll
       for (int pair = 0; pair < 4; ++pair) {
-        const int position = 16 * pair + 4 * (c / 2) + 2 * (c % 2);  // within the slice, even
-        float scale = 1.0f;
-        if constexpr (Traits::kAScales == ScaleGranularity::nv16) scale = ss.sfa[s][4 * half + pair][t];
-        if constexpr (Traits::kAScales == ScaleGranularity::mx32) scale = ss.sfa[s][2 * half + pair / 2][t];
-        if constexpr (Traits::kAPacked) {
-          const std::uint32_t byte = ss.raw[s].a[t * (kBlockK / 2) + half * 32 + position / 2];
-          std::uint32_t pair_bits[1], unused;
-          core::e2m1x4_to_bf16x4(byte, &pair_bits[0], &unused);
-          scale_bf16x2(pair_bits, scale);
-          w[pair] = pair_bits[0];
-        } else {
-          const std::uint32_t codes = *reinterpret_cast<const std::uint16_t*>(ss.raw[s].a + t * kBlockK + half * 64 + position);
-          w[pair] = decode_fp8x2(codes, a_e5m2, scale);
+        scale[pair] = 1.0f;
+        if constexpr (Traits::kAScales == ScaleGranularity::nv16) scale[pair] = ss.sfa[s][4 * half + pair][t];
+        if constexpr (Traits::kAScales == ScaleGranularity::mx32) scale[pair] = ss.sfa[s][2 * half + pair / 2][t];
+      }
+      std::uint32_t w[4];
+      if constexpr (Traits::kAPacked) {
+        const std::uint8_t* codes = ss.raw[s].a + t * (kBlockK / 2) + half * 32 + c;
+        // Both pairs' codes of one scale block in one 16-bit word: pairs 0, 1 and 2, 3.
+        core::e2m1x4_to_bf16x4(codes[0] | (std::uint32_t{codes[8]} << 8), &w[0], &w[1]);
+        core::e2m1x4_to_bf16x4(codes[16] | (std::uint32_t{codes[24]} << 8), &w[2], &w[3]);
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair) {
+          std::uint32_t word[1] = {w[pair]};
+          scale_bf16x2(word, scale[pair]);
+          w[pair] = word[0];
         }
-        const int k0 = half * kDecodedK + position;
-        if (k0 + 2 > k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
+      } else {
+        const std::uint8_t* codes = ss.raw[s].a + t * kBlockK + half * 64 + 2 * c;
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair)
+          w[pair] = decode_fp8x2(*reinterpret_cast<const std::uint16_t*>(codes + 16 * pair), a_e5m2, scale[pair]);
+      }
+      if constexpr (Tail) {
+#pragma unroll
+        for (int pair = 0; pair < 4; ++pair) {
+          const int k0 = half * kDecodedK + 16 * pair + 2 * c;
+          if (k0 + 2 > k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
+        }
       }
       *reinterpret_cast<uint4*>(ss.decoded[d].a + t * 128 + ((c ^ (t % 8)) * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
@@ -149,7 +163,9 @@ struct SwappedMainloop {
     const auto produce = [&](int kb, int half, Fragments& frag) {
       if (half == 0) pipe.consumer_wait(raw);
       ptx::mbarrier_wait(&ss.decoded_empty[write.index], write.phase ^ 1u);
-      decode_tokens(ss, raw.index, half, write.index, static_cast<int>(k - static_cast<std::int64_t>(kb) * kBlockK));
+      const int k_valid = static_cast<int>(k - static_cast<std::int64_t>(kb) * kBlockK);
+      if (k_valid >= (half + 1) * kDecodedK) decode_tokens<false>(ss, raw.index, half, write.index, k_valid);
+      else decode_tokens<true>(ss, raw.index, half, write.index, k_valid);
       // Both warpgroups' wgmma read the tokens through the async proxy.
       ptx::fence_proxy_async_shared();
       __syncwarp();

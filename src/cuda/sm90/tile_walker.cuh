@@ -3,11 +3,29 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "src/core/tile_scheduler.hpp"
 #include "src/cuda/sm90/params.hpp"
 
 namespace bsgemm::cuda {
+
+// One field of a group description through the read-only data path (ld.global.nc): the descriptions do
+// not change while the kernel runs, and plain loads of them would be issued again after any store to
+// global memory, which for all the compiler knows could alias them.
+template <class T>
+__device__ __forceinline__ T read_only(const T& field) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8);
+  T value;
+  if constexpr (sizeof(T) == 4) {
+    const unsigned bits = __ldg(reinterpret_cast<const unsigned*>(&field));
+    memcpy(&value, &bits, 4);
+  } else {
+    const unsigned long long bits = __ldg(reinterpret_cast<const unsigned long long*>(&field));
+    memcpy(&value, &bits, 8);
+  }
+  return value;
+}
 
 struct TileWalker {
   const DeviceGroup* groups;
@@ -25,9 +43,9 @@ struct TileWalker {
   __device__ bool next(core::TileCoord* coord, const DeviceGroup** g) {
     tile += gridDim.x;
     if (tile >= total) return false;
-    group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return groups[i].tile_end; });
+    group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
     *g = &groups[group];
-    *coord = core::tile_coord(tile - (*g)->tile_begin, (*g)->tiles_m, (*g)->tiles_n, band);
+    *coord = core::tile_coord(tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n), band);
     return true;
   }
 };
