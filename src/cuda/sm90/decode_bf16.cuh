@@ -1,7 +1,8 @@
 // Decoding block-scaled FP8 and FP4 elements to bf16 with their block scale applied (design.md section
-// 4): e4m3, e5m2 and e2m1 times a power of two (ue8m0), and e2m1 times a ue4m3 scale, are all exact in
-// bf16, whose 8-bit exponent also covers every scale. The decoded operands then go through BF16 wgmma
-// with fp32 accumulation, and no promotion is needed for scales folded in this way.
+// 4): e2m1 times a power of two (ue8m0) or a ue4m3 scale is exact in bf16 for every scale, bf16 having
+// fp32's exponent range; e4m3 and e5m2 times 2^k are exact down to k = -124 and -117, below which their
+// smallest values fall under bf16's subnormal resolution (README, "Accuracy"). The decoded operands then
+// go through BF16 wgmma with fp32 accumulation, and no promotion is needed for scales folded in this way.
 //
 // Eight elements at a time: one 16-byte chunk of a 128-byte-swizzled bf16 row. FP8 goes through the
 // hardware's exact fp8x2 -> f16x2 conversion and fp32 (for the scale); FP4 goes to bf16 by byte permutes
