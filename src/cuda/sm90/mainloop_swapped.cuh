@@ -105,7 +105,7 @@ struct SwappedMainloop {
       std::uint32_t w[4];
       if constexpr (Traits::kAPacked) {
         const std::uint8_t* codes = ss.raw[s].a + t * (kBlockK / 2) + half * 32 + c;
-        // Both pairs' codes of one scale block in one 16-bit word: pairs 0, 1 and 2, 3.
+        // Two pairs' codes in one 16-bit word (pairs 0 and 1, then 2 and 3); each pair keeps its own scale.
         core::e2m1x4_to_bf16x4(codes[0] | (std::uint32_t{codes[8]} << 8), &w[0], &w[1]);
         core::e2m1x4_to_bf16x4(codes[16] | (std::uint32_t{codes[24]} << 8), &w[2], &w[3]);
 #pragma unroll
