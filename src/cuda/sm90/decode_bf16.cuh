@@ -46,14 +46,16 @@ __device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi
 // has no flush-to-zero), so every product fp32 can hold is held exactly, down to 0.5 x 2^-127; products
 // past fp32's range (6 x 2^127) are inf in both. No range check, no fallback: the GPU tier's
 // ExtremeScales test runs the ends of the ue8m0 range through every kernel that decodes.
+__device__ __forceinline__ std::uint32_t scale_bf16x2(std::uint32_t w, float scale) {
+  const __nv_bfloat162 s = __float2bfloat162_rn(scale);  // exact: a power of two or a ue4m3 value
+  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w), s);
+  return *reinterpret_cast<const std::uint32_t*>(&v);
+}
+
 template <int Words>
 __device__ __forceinline__ void scale_bf16x2(std::uint32_t (&w)[Words], float scale) {
-  const __nv_bfloat162 s = __float2bfloat162_rn(scale);  // exact: a power of two or a ue4m3 value
 #pragma unroll
-  for (int q = 0; q < Words; ++q) {
-    const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w[q]), s);
-    w[q] = *reinterpret_cast<const std::uint32_t*>(&v);
-  }
+  for (int q = 0; q < Words; ++q) w[q] = scale_bf16x2(w[q], scale);
 }
 
 // Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16 times scale: the codes straight to bf16

@@ -109,11 +109,7 @@ struct SwappedMainloop {
         core::e2m1x4_to_bf16x4(codes[0] | (std::uint32_t{codes[8]} << 8), &w[0], &w[1]);
         core::e2m1x4_to_bf16x4(codes[16] | (std::uint32_t{codes[24]} << 8), &w[2], &w[3]);
 #pragma unroll
-        for (int pair = 0; pair < 4; ++pair) {
-          std::uint32_t word[1] = {w[pair]};
-          scale_bf16x2(word, scale[pair]);
-          w[pair] = word[0];
-        }
+        for (int pair = 0; pair < 4; ++pair) w[pair] = scale_bf16x2(w[pair], scale[pair]);
       } else {
         const std::uint8_t* codes = ss.raw[s].a + t * kBlockK + half * 64 + 2 * c;
 #pragma unroll
