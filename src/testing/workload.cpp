@@ -176,7 +176,6 @@ struct OperandFill {
   std::uint8_t* scales = nullptr;  // scale (0, 0)
   std::int64_t scale_ld = 0;
   int owner = 0;
-  int exponent = 0;  // the values are drawn times 2^exponent
 };
 
 // One matrix of C (d_type, d_major).
@@ -221,16 +220,17 @@ std::int64_t output_rows_per_range(const OutputFill& f) {
 
 Tensor tensor_of(Operand which) { return which == Operand::a ? Tensor::a : Tensor::b; }
 
-float operand_factor(const OperandFill& f) {
+float operand_factor(const OperandFill& f, const WorkloadSpec& spec) {
   const double spread = f.which == Operand::a ? 1.0 : 1.0 / std::sqrt(static_cast<double>(f.k));
-  return static_cast<float>(std::ldexp(spread, f.exponent));
+  return static_cast<float>(std::ldexp(spread, f.which == Operand::a ? spec.a_exponent : spec.b_exponent));
 }
 
 // The fp32 rows [range.row0, range.row1) of a fill, row-major with ld k.
-void draw_rows(const OperandFill& f, const RowRange& range, std::uint64_t seed, std::vector<float>& out) {
+void draw_rows(const OperandFill& f, const RowRange& range, const WorkloadSpec& spec, std::vector<float>& out) {
   out.resize(static_cast<std::size_t>((range.row1 - range.row0) * f.k));
+  const float factor = operand_factor(f, spec);
   for (std::int64_t r = range.row0; r < range.row1; ++r)
-    random_row(seed, tensor_of(f.which), f.group, f.batch, r, f.k, true, operand_factor(f),
+    random_row(spec.seed, tensor_of(f.which), f.group, f.batch, r, f.k, true, factor,
                out.data() + static_cast<std::size_t>((r - range.row0) * f.k));
 }
 
@@ -506,7 +506,6 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
 
     const int threads = cpu::resolve_thread_count(spec.threads);
     std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads));
-    for (OperandFill& f : operands) f.exponent = f.which == Operand::a ? spec.a_exponent : spec.b_exponent;
     const std::vector<RowRange> ranges = split_rows(operands, &rows_per_range);
 
     // nvfp4: the amax of every (group, operand) over all its batches and ranges, then s_g.
@@ -518,7 +517,7 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
         const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
         if (f.type.recipe != Recipe::nvfp4) return;
         std::vector<float>& values = scratch[static_cast<std::size_t>(worker)];
-        draw_rows(f, range, spec.seed, values);
+        draw_rows(f, range, spec, values);
         float amax = 0.0f;
         for (const float v : values) amax = std::max(amax, std::fabs(v));
         range_amax[static_cast<std::size_t>(t)] = amax;
@@ -541,7 +540,7 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
       const RowRange& range = ranges[static_cast<std::size_t>(t)];
       const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
       std::vector<float>& values = scratch[static_cast<std::size_t>(worker)];
-      draw_rows(f, range, spec.seed, values);
+      draw_rows(f, range, spec, values);
       QuantizeOptions options = spec.quantize;
       float returned_scale = 1.0f;
       if (f.type.recipe == Recipe::nvfp4) options.nvfp4_global_scale = global_scale[static_cast<std::size_t>(f.owner)];
