@@ -33,4 +33,12 @@ __device__ __forceinline__ void named_barrier_arrive(std::uint32_t id, std::uint
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 
+// griddepcontrol.launch_dependents;  this CTA no longer holds back the launch of the grid that follows it
+// with programmatic dependent launch (that grid still waits for this one's memory with the wait below).
+__device__ __forceinline__ void launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+// griddepcontrol.wait;  until the grids this one depends on have completed and their writes are visible.
+// Returns at once when the grid was launched without programmatic dependent launch.
+__device__ __forceinline__ void wait_for_prerequisite_grids() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 }  // namespace bsgemm::ptx

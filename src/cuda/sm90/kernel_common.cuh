@@ -122,14 +122,25 @@ __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&&
   }
 }
 
-// One persistent CTA per SM (`grid`), 384 threads, Traits::kSharedBytes of dynamic shared memory.
+// One persistent CTA per SM (`grid`), 384 threads, Traits::kSharedBytes of dynamic shared memory. Launched
+// with programmatic dependent launch: the CTAs start while the prepare kernel finishes and wait for its
+// records in griddepcontrol.wait, so the launch latency overlaps the prepare kernel.
 template <class Traits>
 cudaError_t launch_persistent(void (*kernel)(KernelParams), const KernelParams& p, int grid, cudaStream_t stream) {
   const cudaError_t e =
       allow_dynamic_shared_memory<Traits>(reinterpret_cast<const void*>(kernel), static_cast<int>(Traits::kSharedBytes));
   if (e != cudaSuccess) return e;
-  kernel<<<grid, kKernelThreads, Traits::kSharedBytes, stream>>>(p);
-  return cudaGetLastError();
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(static_cast<unsigned>(grid));
+  config.blockDim = dim3(kKernelThreads);
+  config.dynamicSmemBytes = Traits::kSharedBytes;
+  config.stream = stream;
+  cudaLaunchAttribute attribute{};
+  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute.val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, kernel, p);
 }
 
 // Calls f(TraitsOf<BlockM, BlockN>{}) for the tile (one of launch.hpp's kTiles); false for others.

@@ -125,6 +125,8 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const
   extern __shared__ std::uint8_t shared_raw[];
   auto& ss = align_shared_storage<Storage>(shared_raw);
 
+  // Launched while the prepare kernel may still run (programmatic dependent launch): its records first.
+  ptx::wait_for_prerequisite_grids();
   // A device-resident description failed validation: write nothing.
   if (p.status->failed_group != kNoFailure) return;
 

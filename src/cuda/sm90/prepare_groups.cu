@@ -15,6 +15,7 @@
 #include "src/core/group_checks.hpp"
 #include "src/core/resolved_group.hpp"
 #include "src/core/tile_scheduler.hpp"
+#include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/params.hpp"
@@ -162,16 +163,21 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
   __shared__ std::int32_t failed_group;
   if (threadIdx.x == 0) failed_group = kNoFailure;
   __syncthreads();
+  // The GEMM kernel may start its CTAs now; it waits for this grid's writes before reading them.
+  ptx::launch_dependents();
 
   const int num_groups = p.num_groups;
   const int per_thread = (num_groups + kPrepareThreads - 1) / kPrepareThreads;
   const int first = threadIdx.x * per_thread;
   const int last = first + per_thread < num_groups ? first + per_thread : num_groups;
 
-  // Pass 1: rows, validity, tiles. The record fields serve as scratch until pass 2 rewrites them.
+  // Pass 1: rows, validity, tiles. The record fields serve as scratch until pass 2 rewrites them. With at
+  // most one group per thread (up to 256 groups) pass 2 reuses its rows instead of resolving it again.
   std::int64_t my_tiles = 0, my_padded_rows = 0;
+  GroupRows first_rows;
   for (int g = first; g < last; ++g) {
     const GroupRows rows = group_rows(p, g);
+    if (g == first) first_rows = rows;
     std::int64_t tiles = 0;
     if (!rows.check.ok()) {
       atomicMin(&failed_group, g);
@@ -191,7 +197,7 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
   if (failed_group == kNoFailure) {
     // Pass 2: the records and the pointer-array tensor maps.
     for (int g = first; g < last; ++g) {
-      const GroupRows rows = group_rows(p, g);
+      const GroupRows rows = g == first ? first_rows : group_rows(p, g);
       const std::int64_t tiles = p.out_groups[g].tile_begin;
       p.out_groups[g] = make_device_group(p, g, rows, tile_begin, tiles, padded_row);
       tile_begin += tiles;
