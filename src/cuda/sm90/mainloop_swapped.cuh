@@ -68,27 +68,26 @@ struct SwappedMainloop {
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
-        std::uint32_t w[2 * kSteps];
+        // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
+        // (kernel_traits_swapped.cuh).
+        std::uint32_t w[2][4];
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].x, w[0]);
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].y, w[1]);
+        scale_bf16x2(w[0], scale[slab][upper]);
+        scale_bf16x2(w[1], scale[slab][upper]);
 #pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          const std::uint32_t word = step < 2 ? codes[slab][upper].x : codes[slab][upper].y;
-          core::e2m1x4_to_bf16x4((word >> (16 * (step % 2))) & 0xFFFFu, &w[2 * step], &w[2 * step + 1]);
-        }
-        scale_bf16x2(w, scale[slab][upper]);
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          frag[slab][step][upper] = w[2 * step];
-          frag[slab][step][2 + upper] = w[2 * step + 1];
-        }
+          for (int i = 0; i < 4; ++i) frag[slab][2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
       }
   }
 
-  // The tokens of half `half` of raw stage s into decoded tile d, in the permuted K order: logical chunk c
-  // of a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. the stored
-  // pairs 16 p + 2 c + {0, 1} of the slice, p = 0..3 (packed: bytes c, c + 8, c + 16, c + 24 of the row's
-  // 32). Tail (only in the last stage of a K range not a multiple of 128): positions at or past k_valid are
-  // zeroed (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero
-  // tokens cancel them).
+  // The tokens of half `half` of raw stage s into decoded tile d, in the weights' K order: logical chunk c of
+  // a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. word p of the
+  // chunk holds the stored positions 16 p + b and 16 p + b + 4 of the slice, b = 8 (c / 4) + c % 4
+  // (kernel_traits_swapped.cuh). Tail (only in the last stage of a K range not a multiple of 128): positions
+  // at or past k_valid are zeroed (a packed row's last byte may hold a padding nibble; the weights there are
+  // finite, so zero tokens cancel them).
   template <bool Tail>
   __device__ __forceinline__ void decode_tokens(Storage& ss, int s, int half, int d, int k_valid) const {
 #pragma unroll
@@ -104,23 +103,27 @@ struct SwappedMainloop {
       }
       std::uint32_t w[4];
       if constexpr (Traits::kAPacked) {
-        const std::uint8_t* codes = ss.raw[s].a + t * (kBlockK / 2) + half * 32 + c;
-        // Two pairs' codes in one 16-bit word (pairs 0 and 1, then 2 and 3); each pair keeps its own scale.
-        core::e2m1x4_to_bf16x4(codes[0] | (std::uint32_t{codes[8]} << 8), &w[0], &w[1]);
-        core::e2m1x4_to_bf16x4(codes[16] | (std::uint32_t{codes[24]} << 8), &w[2], &w[3]);
+        // The eight codes of positions 16 p + 8 (c / 4) .. + 7; word c % 4 of their pairs is this chunk's.
+        const std::uint8_t* codes = ss.raw[s].a + t * (kBlockK / 2) + half * 32 + 4 * (c / 4);
 #pragma unroll
-        for (int pair = 0; pair < 4; ++pair) w[pair] = scale_bf16x2(w[pair], scale[pair]);
-      } else {
-        const std::uint8_t* codes = ss.raw[s].a + t * kBlockK + half * 64 + 2 * c;
+        for (int pair = 0; pair < 4; ++pair) {
+          std::uint32_t words[4];
+          core::e2m1x8_to_bf16_pairs(*reinterpret_cast<const std::uint32_t*>(codes + 8 * pair) >> (4 * (c % 4)), words);
+          w[pair] = scale_bf16x2(words[0], scale[pair]);
+        }      } else {
+        const std::uint8_t* codes = ss.raw[s].a + t * kBlockK + half * 64 + 8 * (c / 4);
+        const std::uint32_t pick = static_cast<std::uint32_t>((c % 4) | ((c % 4 + 4) << 4));
 #pragma unroll
-        for (int pair = 0; pair < 4; ++pair)
-          w[pair] = decode_fp8x2(*reinterpret_cast<const std::uint16_t*>(codes + 16 * pair), a_e5m2, scale[pair]);
+        for (int pair = 0; pair < 4; ++pair) {
+          const uint2 eight = *reinterpret_cast<const uint2*>(codes + 16 * pair);
+          w[pair] = decode_fp8x2(core::byte_select(eight.x, eight.y, pick), a_e5m2, scale[pair]);
+        }
       }
       if constexpr (Tail) {
 #pragma unroll
         for (int pair = 0; pair < 4; ++pair) {
-          const int k0 = half * kDecodedK + 16 * pair + 2 * c;
-          if (k0 + 2 > k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
+          const int k0 = half * kDecodedK + 16 * pair + 8 * (c / 4) + c % 4;  // the low element; the high is k0 + 4
+          if (k0 + 4 >= k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
         }
       }
       *reinterpret_cast<uint4*>(ss.decoded[d].a + t * 128 + ((c ^ (t % 8)) * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
