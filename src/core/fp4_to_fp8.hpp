@@ -13,13 +13,17 @@
 #include <cstdint>
 
 #include "bsgemm/config.hpp"
+#if defined(__CUDACC__)
+#include "src/cuda/ptx/prmt.cuh"
+#endif
 
 namespace bsgemm::core {
 
-// The byte-select form of PRMT: byte i of the result is byte (selector nibble i & 7) of {hi:lo}.
+// The byte-select form of PRMT: byte i of the result is byte (selector nibble i) of {hi:lo}. The four
+// low nibbles of the selector must be 0-7 (PRMT's default mode reads bit 3 as a sign-replicate flag).
 BSGEMM_HD inline std::uint32_t byte_select(std::uint32_t lo, std::uint32_t hi, std::uint32_t selector) {
 #if defined(__CUDA_ARCH__)
-  return __byte_perm(lo, hi, selector);
+  return ptx::byte_permute(lo, hi, selector);
 #else
   const std::uint64_t table = (static_cast<std::uint64_t>(hi) << 32) | lo;
   std::uint32_t r = 0;
@@ -66,6 +70,30 @@ BSGEMM_HD inline void e2m1x4_to_bf16x4(std::uint32_t codes, std::uint32_t* low, 
   const std::uint32_t signs_23 = byte_select(even_signs, codes, 0x5010u);  // bytes 1, 3: elements 2, 3
   *low = byte_select(low_bytes, high_bytes, 0x5140u) | (signs_01 & 0x80008000u);
   *high = byte_select(low_bytes, high_bytes, 0x7362u) | (signs_23 & 0x80008000u);
+}
+
+// e2m1 -> bf16, eight at a time, as pairs four apart: word i holds elements i (low half) and i + 4 (high
+// half), an order the register-operand kernel feeds its wgmma in (the order of K inside a scale block is
+// free as long as both operands follow it). Both elements of a word then take their sign from the same
+// shift of the codes, and the eight bf16 magnitudes use only five distinct bytes (0x00, 0x3F, 0x40, 0x80,
+// 0xC0), few enough for a byte table whose low word is zero (PRMT with RZ, no table register to keep):
+// one permute turns four codes into four selector bytes (low byte's entry, high byte's entry), one gathers
+// elements i and i + 4's selectors, one looks their four bytes up.
+inline constexpr std::uint32_t kBf16BytesHigh = 0xC080403Fu;  // entries 4-7: 0x3F, 0x40, 0x80, 0xC0 (0-3: 0)
+// Per magnitude 0..7, the entries of its low and high byte: (high << 4) | low.
+inline constexpr std::uint32_t kBf16SelectorsLow = 0x47464000u;   // 0, 0.5, 1, 1.5
+inline constexpr std::uint32_t kBf16SelectorsHigh = 0x57565550u;  // 2, 3, 4, 6
+
+BSGEMM_HD inline void e2m1x8_to_bf16_pairs(std::uint32_t codes, std::uint32_t (&words)[4]) {
+  const std::uint32_t magnitude = codes & 0x77777777u;
+  const std::uint32_t selectors_low = byte_select(kBf16SelectorsLow, kBf16SelectorsHigh, magnitude);
+  const std::uint32_t selectors_high = byte_select(kBf16SelectorsLow, kBf16SelectorsHigh, magnitude >> 16);
+  for (int i = 0; i < 4; ++i) {
+    const std::uint32_t pair = byte_select(selectors_low, selectors_high, static_cast<std::uint32_t>(i | ((4 + i) << 4)));
+    const std::uint32_t bytes = byte_select(0u, kBf16BytesHigh, pair);
+    // The signs of elements i and i + 4 (bits 4i + 3 and 4i + 19) to bits 15 and 31.
+    words[i] = bytes | ((codes << (12 - 4 * i)) & 0x80008000u);
+  }
 }
 
 }  // namespace bsgemm::core

@@ -145,6 +145,23 @@ TEST(Formats, E2m1ConvertsToBf16Exactly) {
   }
 }
 
+// Every code in every position of the word, with the other positions cycling through all codes.
+TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
+  for (std::uint32_t code = 0; code < 16; ++code)
+    for (int position = 0; position < 8; ++position)
+      for (std::uint32_t rest = 0; rest < 16; ++rest) {
+        std::uint32_t codes = 0;
+        for (int i = 0; i < 8; ++i) codes |= (i == position ? code : (rest + 3 * i) & 0xFu) << (4 * i);
+        std::uint32_t words[4];
+        core::e2m1x8_to_bf16_pairs(codes, words);
+        for (int i = 0; i < 8; ++i) {
+          const auto nibble = static_cast<std::uint8_t>((codes >> (4 * i)) & 0xFu);
+          const auto bits = static_cast<std::uint16_t>(words[i % 4] >> (16 * (i / 4)));
+          ASSERT_TRUE(same_value(decode_bf16(bits), decode_e2m1(nibble))) << "codes " << codes << " element " << i;
+        }
+      }
+}
+
 TEST(Formats, DecodeEveryScaleCode) {
   for (std::uint32_t c = 0; c < 256; ++c) {
     EXPECT_TRUE(same_value(decode_ue8m0(static_cast<std::uint8_t>(c)), expected_ue8m0(c))) << "ue8m0 code " << c;

@@ -9,10 +9,11 @@
 //
 // A thread's A fragment of a 64x16 step holds K positions {2q, 2q+1, 2q+8, 2q+9} (q = lane % 4) of rows
 // g and g + 8 (g = lane / 4 within the warp's 16). Within each 64-deep slice the kernel feeds logical slot
-// (step s, q, j = 0..3) from stored position 16 q + 4 s + j, so a thread's 16 weights of a row and slice
-// are one 8-byte load, and the tokens are decoded into the same permuted order (the sum over K does not
-// depend on the order). Scale blocks stay whole: a thread's 16 positions share one nv16 scale, and pairs of
-// threads one mx32 scale.
+// (step s, q, j = 0..3) from stored position 16 q + 8 (s / 2) + 2 (s % 2) + j / 2 + 4 (j % 2), so a
+// thread's 16 weights of a row and slice are one 8-byte load and each fragment register holds two codes
+// four apart in a word (core::e2m1x8_to_bf16_pairs); the tokens are decoded into the same permuted order
+// (the sum over K does not depend on the order). Scale blocks stay whole: a thread's 16 positions share
+// one nv16 scale, and pairs of threads one mx32 scale.
 #pragma once
 
 #include <cstddef>

@@ -68,62 +68,59 @@ struct SwappedMainloop {
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
-        std::uint32_t w[2 * kSteps];
+        // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
+        // (kernel_traits_swapped.cuh).
+        std::uint32_t w[2][4];
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].x, w[0]);
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].y, w[1]);
+        scale_bf16x2(w[0], scale[slab][upper]);
+        scale_bf16x2(w[1], scale[slab][upper]);
 #pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          const std::uint32_t word = step < 2 ? codes[slab][upper].x : codes[slab][upper].y;
-          core::e2m1x4_to_bf16x4((word >> (16 * (step % 2))) & 0xFFFFu, &w[2 * step], &w[2 * step + 1]);
-        }
-        scale_bf16x2(w, scale[slab][upper]);
+        for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int step = 0; step < kSteps; ++step) {
-          frag[slab][step][upper] = w[2 * step];
-          frag[slab][step][2 + upper] = w[2 * step + 1];
-        }
+          for (int i = 0; i < 4; ++i) frag[slab][2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
       }
   }
 
-  // The tokens of half `half` of raw stage s into decoded tile d, in the permuted K order: logical chunk c
-  // of a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. the stored
-  // pairs 16 p + 2 c + {0, 1} of the slice, p = 0..3 (packed: bytes c, c + 8, c + 16, c + 24 of the row's
-  // 32). Tail (only in the last stage of a K range not a multiple of 128): positions at or past k_valid are
-  // zeroed (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero
+  // The tokens of half `half` of raw stage s into decoded tile d, in the weights' K order: logical chunk c of
+  // a token row holds slots (step c / 2, q = e / 2, j = 2 (c % 2) + e % 2) for e = 0..7, i.e. word p of the
+  // chunk holds the stored positions 16 p + b and 16 p + b + 4 of the slice, b = 8 (c / 4) + c % 4
+  // (kernel_traits_swapped.cuh). A thread takes one unit: the eight positions 16 p + 8 g .. + 7 of a row,
+  // whose four pairs four apart are word p of chunks 4 g .. 4 g + 3 (one decode, one scale, four 4-byte
+  // stores). Tail (only in the last stage of a K range not a multiple of 128): positions at or past k_valid
+  // are zeroed (a packed row's last byte may hold a padding nibble; the weights there are finite, so zero
   // tokens cancel them).
   template <bool Tail>
   __device__ __forceinline__ void decode_tokens(Storage& ss, int s, int half, int d, int k_valid) const {
 #pragma unroll
     for (int i = 0; i < kTokenChunksPerThread; ++i) {
       const int id = decoder + 2 * kThreadsPerWarpgroup * i;
-      const int t = id / 8, c = id % 8;
-      float scale[4];
-#pragma unroll
-      for (int pair = 0; pair < 4; ++pair) {
-        scale[pair] = 1.0f;
-        if constexpr (Traits::kAScales == ScaleGranularity::nv16) scale[pair] = ss.sfa[s][4 * half + pair][t];
-        if constexpr (Traits::kAScales == ScaleGranularity::mx32) scale[pair] = ss.sfa[s][2 * half + pair / 2][t];
-      }
+      const int t = id / 8, g = (id % 8) / 4, p = id % 4;
+      float scale = 1.0f;
+      if constexpr (Traits::kAScales == ScaleGranularity::nv16) scale = ss.sfa[s][4 * half + p][t];
+      if constexpr (Traits::kAScales == ScaleGranularity::mx32) scale = ss.sfa[s][2 * half + p / 2][t];
       std::uint32_t w[4];
       if constexpr (Traits::kAPacked) {
-        const std::uint8_t* codes = ss.raw[s].a + t * (kBlockK / 2) + half * 32 + c;
-        // Two pairs' codes in one 16-bit word (pairs 0 and 1, then 2 and 3); each pair keeps its own scale.
-        core::e2m1x4_to_bf16x4(codes[0] | (std::uint32_t{codes[8]} << 8), &w[0], &w[1]);
-        core::e2m1x4_to_bf16x4(codes[16] | (std::uint32_t{codes[24]} << 8), &w[2], &w[3]);
-#pragma unroll
-        for (int pair = 0; pair < 4; ++pair) w[pair] = scale_bf16x2(w[pair], scale[pair]);
+        core::e2m1x8_to_bf16_pairs(*reinterpret_cast<const std::uint32_t*>(ss.raw[s].a + t * (kBlockK / 2) + half * 32 +
+                                                                             8 * p + 4 * g),
+                                   w);
+        scale_bf16x2(w, scale);
       } else {
-        const std::uint8_t* codes = ss.raw[s].a + t * kBlockK + half * 64 + 2 * c;
+        const uint2 eight = *reinterpret_cast<const uint2*>(ss.raw[s].a + t * kBlockK + half * 64 + 16 * p + 8 * g);
 #pragma unroll
-        for (int pair = 0; pair < 4; ++pair)
-          w[pair] = decode_fp8x2(*reinterpret_cast<const std::uint16_t*>(codes + 16 * pair), a_e5m2, scale[pair]);
+        for (int k = 0; k < 4; ++k)
+          w[k] = decode_fp8x2(core::byte_select(eight.x, eight.y, static_cast<std::uint32_t>(k | ((k + 4) << 4))), a_e5m2,
+                              scale);
       }
-      if constexpr (Tail) {
 #pragma unroll
-        for (int pair = 0; pair < 4; ++pair) {
-          const int k0 = half * kDecodedK + 16 * pair + 2 * c;
-          if (k0 + 2 > k_valid) w[pair] = k0 >= k_valid ? 0u : (w[pair] & 0xFFFFu);
+      for (int k = 0; k < 4; ++k) {
+        if constexpr (Tail) {
+          const int k0 = half * kDecodedK + 16 * p + 8 * g + k;  // the low element; the high is k0 + 4
+          if (k0 + 4 >= k_valid) w[k] = k0 >= k_valid ? 0u : (w[k] & 0xFFFFu);
         }
+        const int c = 4 * g + k;
+        *reinterpret_cast<std::uint32_t*>(ss.decoded[d].a + t * 128 + ((c ^ (t % 8)) * 16) + 4 * p) = w[k];
       }
-      *reinterpret_cast<uint4*>(ss.decoded[d].a + t * 128 + ((c ^ (t % 8)) * 16)) = make_uint4(w[0], w[1], w[2], w[3]);
     }
   }
 
