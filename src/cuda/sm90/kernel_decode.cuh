@@ -88,8 +88,9 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   float acc[Traits::kAccumulators];
   float out[Traits::kAccumulators];
   while (walker.next(&c, &g)) {
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, g->k, acc, out);
+    const std::int64_t k = read_only(g->k);
+    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
+    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc, out);
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
     store_warpgroup_tile<Traits>(p, tile_output(p, g, c.l), row0, col0, out, &ss.epilogue[consumer][0][0],

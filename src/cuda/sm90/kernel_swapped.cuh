@@ -29,8 +29,9 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   const DeviceGroup* g;
   float acc[Traits::kSlabs][Traits::kAccumulators];
   while (walker.next(&c, &g)) {
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
-    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, g->k, acc);
+    const std::int64_t k = read_only(g->k);
+    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
+    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
     // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
     const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const TileOutput output = tile_output(p, g, c.l);

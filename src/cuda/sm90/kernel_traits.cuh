@@ -57,6 +57,11 @@ struct Fp8KernelTraits {
   static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;  // wgmma N of one consumer warpgroup
   static constexpr int kAccumulators = kWarpgroupN / 2;           // fp32 registers per accumulator per thread
+  // The epilogue stores straight from the registers (epilogue.cuh) where that measured faster: mxfp8,
+  // whose tiles are long (promotion every 32 of K), +3-4%; fp8-block128 lost 1-6% (its short tiles end in
+  // bursts of stores, and 4-byte stores take twice the L2 write transactions of the staged 16-byte ones;
+  // bench/NOTES.md session 6).
+  static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);
   // With fp8-block128 one B scale covers 128 columns; a consumer's columns must not straddle two.
   static_assert(Scales != ScaleGranularity::block128 || 128 % kWarpgroupN == 0 || kWarpgroupN % 128 == 0);

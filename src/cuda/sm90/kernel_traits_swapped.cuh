@@ -43,6 +43,7 @@ struct SwappedKernelTraits {
   // The epilogue's view of one slab: 64 rows (weights) x Tokens columns (tokens).
   static constexpr int kWarpgroupN = Tokens;
   static constexpr int kAccumulators = Tokens / 2;
+  static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
 
   static constexpr int kStepsA = scale_steps(AScales);
   static constexpr int kStepsB = scale_steps(BScales);
