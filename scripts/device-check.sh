@@ -114,22 +114,6 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
 fi
 
-if want probes && [ $SMOKE_OK = 1 ]; then
-  # Configurations other than the planner's on the largest case (bench/NOTES.md): a narrower tile.
-  step bench-probes 90 bash -c 'for r in fp8-block128 mxfp8; do
-      ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill-uniform --backend cuda \
-        --recipes $r --mma-tiler-mn 128,64 --iterations 10 | sed -n "s/^prefill/tile 128,64 prefill/p"; done'
-  note "probes: $(grep -c prefill "$OUT/bench-probes.log") lines in bench-probes.log"
-  # The kernel path the planner does not take, for the recipes that have two (bench/NOTES.md version 7).
-  step bench-paths 120 bash -c 'for rp in mxfp4:fp8 mxfp8:mxfp4:bf16; do
-      ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes ${rp%:*} --kernel-path ${rp##*:} \
-        --iterations 10 | sed -n "/^\(prefill-uniform\|down\|decode\)/s/^/path ${rp##*:} /p"; done'
-  note "paths: $(grep -c path "$OUT/bench-paths.log") lines in bench-paths.log"
-  # DeepSeek's MN-major fp32 scales for A (the layout its quantizers write), for comparison.
-  step bench-mn-major 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill --backend cuda \
-    --recipes fp8-block128 --scale-layout mn-major --json "$OUT/bench-mn-major.json"
-fi
-
 if want sanitize && [ $SMOKE_OK = 1 ]; then
   for tool in memcheck racecheck synccheck; do
     step "sanitize-$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 3 build/tests/test_gpu \
@@ -141,6 +125,30 @@ fi
 if want cpu-tests; then
   step cpu-tests 300 ctest --test-dir build -j "$JOBS" -E "^Gpu" --output-on-failure
   note "cpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
+fi
+
+# Probes last: they inform bench/NOTES.md, and the deadline may cut them, never the checks above.
+if want probes && [ $SMOKE_OK = 1 ]; then
+  # Configurations other than the planner's on the largest case (bench/NOTES.md): a narrower tile.
+  step bench-probes 90 bash -c 'for rt in fp8-block128:128,64 mxfp8:128,64 fp8-block128:64,256; do
+      ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill-uniform --backend cuda \
+        --recipes ${rt%%:*} --mma-tiler-mn ${rt##*:} --iterations 10 | sed -n "s/^prefill/tile ${rt##*:} prefill/p"; done'
+  # Where the reference system's example spends its time: each kernel's duration (warm caches, as in a
+  # loop of calls), the prepare kernel against the GEMM kernel.
+  step example-kernels 90 bash -c 'for r in fp8-block128 mxfp8 nvfp4; do
+      ncu --cache-control none --clock-control none --kernel-name regex:"prepare|grouped_" --launch-skip 4 --launch-count 4 --metrics gpu__time_duration.sum \
+        ./build/bsgemm run --recipe $r --backend cuda --iterations 4 --skip-ref-check 2>&1 |
+        grep -E "_kernel|gpu__time_duration" | sed -E "s/\(bsgemm::cuda::[A-Za-z]*Params\).*//; s/^ */[$r] /" | cut -c1-110; done'
+  note "probes: $(grep -c prefill "$OUT/bench-probes.log") lines in bench-probes.log"
+  note "example kernels: $(grep -c second "$OUT/example-kernels.log") durations in example-kernels.log"
+  # The kernel path the planner does not take, for the recipes that have two (bench/NOTES.md version 7).
+  step bench-paths 120 bash -c 'for rp in mxfp4:fp8 mxfp8:mxfp4:bf16; do
+      ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes ${rp%:*} --kernel-path ${rp##*:} \
+        --iterations 10 | sed -n "/^\(prefill-uniform\|down\|decode\)/s/^/path ${rp##*:} /p"; done'
+  note "paths: $(grep -c path "$OUT/bench-paths.log") lines in bench-paths.log"
+  # DeepSeek's MN-major fp32 scales for A (the layout its quantizers write), for comparison.
+  step bench-mn-major 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill --backend cuda \
+    --recipes fp8-block128 --scale-layout mn-major --json "$OUT/bench-mn-major.json"
 fi
 
 # At most a few files come back from the device: the tables, and everything else in one archive.
