@@ -111,7 +111,15 @@ BSGEMM_HD constexpr std::int64_t scale_rows(Recipe r, Operand which, std::int64_
 }
 
 // Columns of the scale matrix: one per block of K; the last block may be partial.
-BSGEMM_HD constexpr std::int64_t scale_cols(Recipe r, std::int64_t k) { return (k + block_k(r) - 1) / block_k(r); }
+BSGEMM_HD constexpr std::int64_t scale_cols(Recipe r, std::int64_t k) {
+  // block_k is 16, 32 or 128: constant divisors (shifts) where dividing by block_k(r) would take a 64-bit
+  // division, a long subroutine on the GPU (the prepare kernel's checks call this).
+  switch (block_k(r)) {
+    case 16: return (k + 15) / 16;
+    case 32: return (k + 31) / 32;
+    default: return (k + 127) / 128;
+  }
+}
 
 BSGEMM_HD constexpr std::int64_t round_up(std::int64_t x, std::int64_t to) { return (x + to - 1) / to * to; }
 

@@ -67,9 +67,18 @@ BSGEMM_HD constexpr TensorFields fields_of(Field pointer) {
   }
 }
 
+// value > numerator / divisor (divisor > 0), as value * divisor > numerator wherever the product fits in 63
+// bits (every realistic shape): the prepare kernel runs these checks one thread per group, and a 64-bit
+// division is a long dependent subroutine on the GPU.
+BSGEMM_HD constexpr bool exceeds_quotient(std::int64_t value, std::int64_t numerator, std::int64_t divisor) {
+  constexpr std::int64_t k2p31 = std::int64_t{1} << 31;
+  if (value < k2p31 && divisor < k2p31 && numerator >= 0) return value * divisor > numerator;
+  return value > numerator / divisor;
+}
+
 // Largest stride accepted so that `batches` batches of `extent` elements stay under kMaxElements.
 BSGEMM_HD constexpr bool span_too_large(std::int64_t batches, std::int64_t batch_stride, std::int64_t extent) {
-  return batches > 1 && batch_stride > (kMaxElements - extent) / (batches - 1);
+  return batches > 1 && exceeds_quotient(batch_stride, kMaxElements - extent, batches - 1);
 }
 
 // A data matrix (A, B, C or D): rows x cols of type t, `col_contiguous` as in matrix_offset(),
@@ -81,20 +90,20 @@ BSGEMM_HD inline GroupCheck check_matrix(Field pointer, const TensorRef& t, Data
   if (t.data == nullptr) return fail(f.pointer, Violation::null_pointer, 0);
   const auto address = reinterpret_cast<std::uintptr_t>(t.data);
   if (address % 16 != 0) return fail(f.pointer, Violation::misaligned_pointer, static_cast<std::int64_t>(address % 16), 16);
-  const std::int64_t stride_multiple = 128 / bits_of(type);  // elements in 16 bytes
+  const std::int64_t stride_multiple = 128 / bits_of(type);  // elements in 16 bytes, a power of two
   const std::int64_t contiguous_extent = col_contiguous ? cols : rows;
   if (t.ld < 0) return fail(f.ld, Violation::negative, t.ld);
   if (t.ld > kMaxElements) return fail(f.ld, Violation::too_large, t.ld, kMaxElements);
   if (t.ld < contiguous_extent) return fail(f.ld, Violation::smaller_than_extent, t.ld, contiguous_extent);
-  if (t.ld % stride_multiple != 0) return fail(f.ld, Violation::misaligned_stride, t.ld, stride_multiple);
+  if ((t.ld & (stride_multiple - 1)) != 0) return fail(f.ld, Violation::misaligned_stride, t.ld, stride_multiple);
   const std::int64_t other_extent = col_contiguous ? rows : cols;
-  if (other_extent > 1 && t.ld > (kMaxElements - contiguous_extent) / (other_extent - 1))
+  if (other_extent > 1 && exceeds_quotient(t.ld, kMaxElements - contiguous_extent, other_extent - 1))
     return fail(f.ld, Violation::too_large, t.ld, (kMaxElements - contiguous_extent) / (other_extent - 1));
   if (batches > 1) {
     const std::int64_t extent = matrix_extent(col_contiguous, rows, cols, t.ld);
     if (t.batch_stride < 0) return fail(f.batch_stride, Violation::negative, t.batch_stride);
     if (t.batch_stride < extent) return fail(f.batch_stride, Violation::smaller_than_extent, t.batch_stride, extent);
-    if (t.batch_stride % stride_multiple != 0)
+    if ((t.batch_stride & (stride_multiple - 1)) != 0)
       return fail(f.batch_stride, Violation::misaligned_stride, t.batch_stride, stride_multiple);
     if (span_too_large(batches, t.batch_stride, extent))
       return fail(f.batch_stride, Violation::too_large, t.batch_stride, (kMaxElements - extent) / (batches - 1));
@@ -108,15 +117,16 @@ BSGEMM_HD inline GroupCheck check_scales(Field pointer, const TensorRef& t, Data
   const TensorFields f = fields_of(pointer);
   if (t.data == nullptr) return fail(f.pointer, Violation::null_pointer, 0);
   const auto address = reinterpret_cast<std::uintptr_t>(t.data);
-  const std::int64_t align = scale_bytes(scale);
-  if (address % align != 0) return fail(f.pointer, Violation::misaligned_pointer, static_cast<std::int64_t>(address % align), align);
+  const std::int64_t align = scale_bytes(scale);  // 1 or 4
+  const auto misalignment = static_cast<std::int64_t>(address & static_cast<std::uintptr_t>(align - 1));
+  if (misalignment != 0) return fail(f.pointer, Violation::misaligned_pointer, misalignment, align);
   if (layout != ScaleLayout::blocked_128x4) {
     const std::int64_t minimum = layout == ScaleLayout::linear ? cols : rows;
     if (t.ld < 0) return fail(f.ld, Violation::negative, t.ld);
     if (t.ld > kMaxElements) return fail(f.ld, Violation::too_large, t.ld, kMaxElements);
     if (t.ld < minimum) return fail(f.ld, Violation::smaller_than_extent, t.ld, minimum);
     const std::int64_t lines = layout == ScaleLayout::linear ? rows : cols;
-    if (lines > 1 && t.ld > (kMaxElements - minimum) / (lines - 1))
+    if (lines > 1 && exceeds_quotient(t.ld, kMaxElements - minimum, lines - 1))
       return fail(f.ld, Violation::too_large, t.ld, (kMaxElements - minimum) / (lines - 1));
   }
   if (batches > 1) {
