@@ -1,25 +1,70 @@
 #!/usr/bin/env bash
 # Builds several source trees (e.g. git worktrees of branches, carried to the GPU machine) side by side and
-# runs the same benchmark on each in one call, so that before/after numbers share a machine and a clock
-# (METHOD.md). Run from the repository root on the GPU machine:
+# runs the same measurements on each in one call, so that before/after numbers share a machine and a clock
+# (METHOD.md; the same build measures up to 3% apart between calls). Run from the repository root on the
+# GPU machine:
 #     BENCH_ARGS="--recipes mxfp8,nvfp4 --cases-filter prefill-uniform" \
 #       bash scripts/compare-builds.sh main=. ilp=.wt/decode-ilp
-# Each LABEL=DIR is built into /tmp/compare-LABEL (the tool only); output lines are "LABEL <bench line>".
+# Each LABEL=DIR is built into /tmp/compare-LABEL, the builds in parallel. Output lines are "LABEL <line>".
+#   BENCH_ARGS   options of `bsgemm bench` (default: fp8-block128 and mxfp8 on every case); empty: no bench
+#   CHECK_LABEL  this build's bench outputs are checked (--check); the others are only timed
+#   EXAMPLE=1    the reference system's example per recipe in EXAMPLE_RECIPES: the tool's median time and
+#                each kernel's duration (ncu, warm caches: prepare against GEMM)
+#   GPU_TIER=LABEL  that build gets the tests too and runs the GPU tier (ctest -R ^Gpu) after the timings
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 JOBS=${JOBS:-$(nproc)}
-BENCH_ARGS=${BENCH_ARGS:---recipes fp8-block128,mxfp8}
+BENCH_ARGS=${BENCH_ARGS---recipes fp8-block128,mxfp8}
 CASES=${CASES:-.shared/bench/cases.json}
+CHECK_LABEL=${CHECK_LABEL:-}
+EXAMPLE=${EXAMPLE:-0}
+EXAMPLE_RECIPES=${EXAMPLE_RECIPES:-fp8-block128 mxfp8 nvfp4}
+GPU_TIER=${GPU_TIER:-}
+GTEST_ARGS=()
+[ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
+
+jobs_each=$(( JOBS / $# > 1 ? JOBS / $# : 1 ))
 for spec in "$@"; do
   label=${spec%%=*} dir=${spec#*=}
   build=/tmp/compare-$label
-  cmake -S "$dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBSGEMM_BUILD_TESTS=OFF >/dev/null &&
-    cmake --build "$build" -j "$JOBS" --target bsgemm_tool >"$build.log" 2>&1
-  echo "build $label: rc=$? ($(grep -c ' 0 bytes spill stores' "$build.log") kernels without spills)"
+  (
+    if [ "$label" = "$GPU_TIER" ]; then
+      cmake -S "$dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}" >/dev/null &&
+        cmake --build "$build" -j "$jobs_each" >"$build.log" 2>&1
+    else
+      cmake -S "$dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DBSGEMM_BUILD_TESTS=OFF >/dev/null &&
+        cmake --build "$build" -j "$jobs_each" --target bsgemm_tool >"$build.log" 2>&1
+    fi
+    echo "build $label: rc=$? ($(grep -c ' 0 bytes spill stores' "$build.log") kernels without spills," \
+      "$(grep 'spill stores' "$build.log" | grep -vc ' 0 bytes spill stores') with)"
+  ) &
 done
+wait
+
 for spec in "$@"; do
   label=${spec%%=*}
-  # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
-  timeout 200 "/tmp/compare-$label/bsgemm" bench --cases "$CASES" --backend cuda $BENCH_ARGS 2>/dev/null |
-    grep -E '^[a-z]+-' | sed "s/^/$label /"
+  bin=/tmp/compare-$label/bsgemm
+  if [ -n "$BENCH_ARGS" ]; then
+    check=()
+    [ "$label" = "$CHECK_LABEL" ] && check=(--check)
+    # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
+    timeout 200 "$bin" bench --cases "$CASES" --backend cuda $BENCH_ARGS "${check[@]}" 2>/dev/null |
+      grep -E '^[a-z]+-' | sed "s/^/$label /"
+  fi
+  if [ "$EXAMPLE" = 1 ]; then
+    for recipe in $EXAMPLE_RECIPES; do
+      echo "$label [$recipe] $("$bin" run --recipe "$recipe" --backend cuda --iterations 50 2>&1 | grep -E '^time:|^PASS|^FAIL' | tr '\n' ' ')"
+      timeout 60 ncu --cache-control none --clock-control none --kernel-name regex:"prepare|grouped_" --launch-skip 4 \
+        --launch-count 2 --metrics gpu__time_duration.sum "$bin" run --recipe "$recipe" --backend cuda --iterations 4 \
+        --skip-ref-check 2>&1 | grep -E "_kernel|gpu__time_duration" |
+        sed -E 's/.*(prepare_groups_kernel|grouped_[a-z0-9]*_kernel).*/\1/; s/^ *gpu__time_duration.sum *([a-z]*) *([0-9.,]*)/  \2 \1/' |
+        paste -sd' ' | sed "s/^/$label [$recipe] kernels: /"
+    done
+  fi
 done
+
+if [ -n "$GPU_TIER" ]; then
+  timeout 300 ctest --test-dir "/tmp/compare-$GPU_TIER" -R "^Gpu" --timeout 250 -j 8 >"/tmp/compare-$GPU_TIER-gpu.log" 2>&1
+  echo "$GPU_TIER GPU tier: rc=$? $(grep -E 'tests passed|tests failed' "/tmp/compare-$GPU_TIER-gpu.log" | tail -1)"
+  grep -E "\*\*\*Failed|Timeout" "/tmp/compare-$GPU_TIER-gpu.log" | head -10
+fi
