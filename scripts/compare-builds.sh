@@ -52,14 +52,8 @@ for spec in "$@"; do
       grep -E '^[a-z]+-' | sed "s/^/$label /"
   fi
   if [ "$EXAMPLE" = 1 ]; then
-    for recipe in $EXAMPLE_RECIPES; do
-      echo "$label [$recipe] $("$bin" run --recipe "$recipe" --backend cuda --iterations 50 2>&1 | grep -E '^time:|^PASS|^FAIL' | tr '\n' ' ')"
-      timeout 60 ncu --cache-control none --clock-control none --kernel-name regex:"prepare|grouped_" --launch-skip 4 \
-        --launch-count 2 --metrics gpu__time_duration.sum "$bin" run --recipe "$recipe" --backend cuda --iterations 4 \
-        --skip-ref-check 2>&1 | grep -E "_kernel|gpu__time_duration" |
-        sed -E 's/.*(prepare_groups_kernel|grouped_[a-z0-9]*_kernel).*/\1/; s/^ *gpu__time_duration.sum *([a-z]*) *([0-9.,]*)/  \2 \1/' |
-        paste -sd' ' | sed "s/^/$label [$recipe] kernels: /"
-    done
+    # shellcheck disable=SC2086  # EXAMPLE_RECIPES is a list of recipes
+    bash scripts/example-kernels.sh "$bin" $EXAMPLE_RECIPES | sed "s/^/$label /"
   fi
 done
 

@@ -135,12 +135,9 @@ if want probes && [ $SMOKE_OK = 1 ]; then
         --recipes ${rt%%:*} --mma-tiler-mn ${rt##*:} --iterations 10 | sed -n "s/^prefill/tile ${rt##*:} prefill/p"; done'
   # Where the reference system's example spends its time: each kernel's duration (warm caches, as in a
   # loop of calls), the prepare kernel against the GEMM kernel.
-  step example-kernels 90 bash -c 'for r in fp8-block128 mxfp8 nvfp4; do
-      ncu --cache-control none --clock-control none --kernel-name regex:"prepare|grouped_" --launch-skip 4 --launch-count 4 --metrics gpu__time_duration.sum \
-        ./build/bsgemm run --recipe $r --backend cuda --iterations 4 --skip-ref-check 2>&1 |
-        grep -E "_kernel|gpu__time_duration" | sed -E "s/\(bsgemm::cuda::[A-Za-z]*Params\).*//; s/^ */[$r] /" | cut -c1-110; done'
+  step example-kernels 150 bash scripts/example-kernels.sh ./build/bsgemm
   note "probes: $(grep -c prefill "$OUT/bench-probes.log") lines in bench-probes.log"
-  note "example kernels: $(grep -c second "$OUT/example-kernels.log") durations in example-kernels.log"
+  while read -r line; do note "example $line"; done < <(grep -E "\] (kernels|time)" "$OUT/example-kernels.log")
   # The kernel path the planner does not take, for the recipes that have two (bench/NOTES.md version 7).
   step bench-paths 120 bash -c 'for rp in mxfp4:fp8 mxfp8:mxfp4:bf16; do
       ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes ${rp%:*} --kernel-path ${rp##*:} \
