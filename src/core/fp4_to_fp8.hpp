@@ -1,4 +1,4 @@
-// e2m1 -> e4m3 (eight at a time) and e2m1 -> bf16 (four at a time), exactly.
+// e2m1 -> e4m3 (eight at a time) and e2m1 -> bf16 (eight at a time, as pairs four apart), exactly.
 //
 // e2m1 -> e4m3, eight at a time, exactly (design.md section 4): every e2m1 value (+-{0, 0.5, 1, 1.5, 2,
 // 3, 4, 6}) is an e4m3 value, so Hopper's FP8 tensor cores can multiply FP4 data once it is widened on
@@ -48,33 +48,10 @@ BSGEMM_HD inline void e2m1x8_to_e4m3x8(std::uint32_t codes, std::uint32_t* low, 
   *high = e2m1x4_to_e4m3x4(codes >> 16);
 }
 
-// e2m1 -> bf16, four at a time, exactly: the decoding kernel's operand type. The bf16 bits of the
-// magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080,
-// 0x40C0: one permute looks up the four low bytes, one the four high bytes, two interleave them into
-// two words (element i in half-word i), and two more bring each element's sign bit (bit 3 of its
-// nibble) to bit 15 of its half. About two and a half instructions per element, against four through
-// e4m3, f16 and f32.
-inline constexpr std::uint32_t kBf16LowByteOfE2m1Low = 0xC0800000u;   // 0, 0.5, 1, 1.5
-inline constexpr std::uint32_t kBf16LowByteOfE2m1High = 0xC0804000u;  // 2, 3, 4, 6
-inline constexpr std::uint32_t kBf16HighByteOfE2m1Low = 0x3F3F3F00u;
-inline constexpr std::uint32_t kBf16HighByteOfE2m1High = 0x40404040u;
-
-// Four e2m1 codes (the low 16 bits; the rest must be zero) -> four bf16: elements 0, 1 in *low, 2, 3 in *high.
-BSGEMM_HD inline void e2m1x4_to_bf16x4(std::uint32_t codes, std::uint32_t* low, std::uint32_t* high) {
-  const std::uint32_t magnitude = codes & 0x7777u;
-  const std::uint32_t low_bytes = byte_select(kBf16LowByteOfE2m1Low, kBf16LowByteOfE2m1High, magnitude);
-  const std::uint32_t high_bytes = byte_select(kBf16HighByteOfE2m1Low, kBf16HighByteOfE2m1High, magnitude);
-  // Bit 7 of byte b of `codes` is the sign of element 2b + 1, of `codes << 4` that of element 2b.
-  const std::uint32_t even_signs = codes << 4;
-  const std::uint32_t signs_01 = byte_select(even_signs, codes, 0x4000u);  // bytes 1, 3: elements 0, 1
-  const std::uint32_t signs_23 = byte_select(even_signs, codes, 0x5010u);  // bytes 1, 3: elements 2, 3
-  *low = byte_select(low_bytes, high_bytes, 0x5140u) | (signs_01 & 0x80008000u);
-  *high = byte_select(low_bytes, high_bytes, 0x7362u) | (signs_23 & 0x80008000u);
-}
-
-// e2m1 -> bf16, eight at a time, as pairs four apart: word i holds elements i (low half) and i + 4 (high
-// half), an order the register-operand kernel feeds its wgmma in (the order of K inside a scale block is
-// free as long as both operands follow it). Both elements of a word then take their sign from the same
+// e2m1 -> bf16, eight at a time, exactly, as pairs four apart: word i holds elements i (low half) and
+// i + 4 (high half), the order both decoding kernels feed their wgmma in (the order of K inside a scale
+// block is free as long as both operands follow it). The bf16 bits of the magnitudes 0, 0.5, 1, 1.5, 2, 3,
+// 4, 6 are 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0. Both elements of a word then take their sign from the same
 // shift of the codes, and the eight bf16 magnitudes use only five distinct bytes (0x00, 0x3F, 0x40, 0x80,
 // 0xC0), few enough for a byte table whose low word is zero (PRMT with RZ, no table register to keep):
 // one permute turns four codes into four selector bytes (low byte's entry, high byte's entry), one gathers
@@ -84,10 +61,13 @@ inline constexpr std::uint32_t kBf16BytesHigh = 0xC080403Fu;  // entries 4-7: 0x
 inline constexpr std::uint32_t kBf16SelectorsLow = 0x47464000u;   // 0, 0.5, 1, 1.5
 inline constexpr std::uint32_t kBf16SelectorsHigh = 0x57565550u;  // 2, 3, 4, 6
 
-BSGEMM_HD inline void e2m1x8_to_bf16_pairs(std::uint32_t codes, std::uint32_t (&words)[4]) {
+// `low_table` is kBf16SelectorsLow; a kernel may pass it in a register it keeps (ptxas otherwise moves the
+// constant from a uniform register before every lookup, since PRMT takes only one immediate).
+BSGEMM_HD inline void e2m1x8_to_bf16_pairs(std::uint32_t codes, std::uint32_t (&words)[4],
+                                           std::uint32_t low_table = kBf16SelectorsLow) {
   const std::uint32_t magnitude = codes & 0x77777777u;
-  const std::uint32_t selectors_low = byte_select(kBf16SelectorsLow, kBf16SelectorsHigh, magnitude);
-  const std::uint32_t selectors_high = byte_select(kBf16SelectorsLow, kBf16SelectorsHigh, magnitude >> 16);
+  const std::uint32_t selectors_low = byte_select(low_table, kBf16SelectorsHigh, magnitude);
+  const std::uint32_t selectors_high = byte_select(low_table, kBf16SelectorsHigh, magnitude >> 16);
   for (int i = 0; i < 4; ++i) {
     const std::uint32_t pair = byte_select(selectors_low, selectors_high, static_cast<std::uint32_t>(i | ((4 + i) << 4)));
     const std::uint32_t bytes = byte_select(0u, kBf16BytesHigh, pair);

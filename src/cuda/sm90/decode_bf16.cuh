@@ -34,10 +34,23 @@ __device__ __forceinline__ std::uint32_t decode_fp8x2(std::uint32_t pair, bool e
   return bf16x2_bits(f.x * scale, f.y * scale);
 }
 
+// The pairs order of a decoded chunk of eight K positions: word i holds elements i (low half) and i + 4
+// (high half), the order core::e2m1x8_to_bf16_pairs decodes FP4 in with the fewest instructions. Both
+// operands of a wgmma are decoded in it (the sum over K does not depend on the order inside a chunk).
+
 // Eight FP8 codes (element i in byte i of {lo, hi}) -> eight bf16 (element i in half-word i).
 __device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi, bool e5m2, float scale) {
   return make_uint4(decode_fp8x2(lo, e5m2, scale), decode_fp8x2(lo >> 16, e5m2, scale), decode_fp8x2(hi, e5m2, scale),
                     decode_fp8x2(hi >> 16, e5m2, scale));
+}
+
+// The same in the pairs order (one byte permute more per word: for FP8 operands that meet FP4 ones).
+__device__ __forceinline__ uint4 decode_fp8x8_pairs(std::uint32_t lo, std::uint32_t hi, bool e5m2, float scale) {
+  std::uint32_t w[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+    w[i] = decode_fp8x2(core::byte_select(lo, hi, static_cast<std::uint32_t>(i | ((i + 4) << 4))), e5m2, scale);
+  return make_uint4(w[0], w[1], w[2], w[3]);
 }
 
 // Words of two bf16 each, times scale: one bf16x2 multiply per word. Exact for decoded e2m1 values
@@ -58,14 +71,23 @@ __device__ __forceinline__ void scale_bf16x2(std::uint32_t (&w)[Words], float sc
   for (int q = 0; q < Words; ++q) w[q] = scale_bf16x2(w[q], scale);
 }
 
-// Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16 times scale: the codes straight to bf16
-// (src/core/fp4_to_fp8.hpp), then scale_bf16x2.
-__device__ __forceinline__ uint4 decode_e2m1x8(std::uint32_t codes, float scale) {
+// Eight e2m1 codes (element i in bits 4i .. 4i+3) -> eight bf16 times scale in the pairs order: the codes
+// straight to bf16 (src/core/fp4_to_fp8.hpp), then scale_bf16x2.
+__device__ __forceinline__ uint4 decode_e2m1x8_pairs(std::uint32_t codes, float scale, std::uint32_t selector_table) {
   std::uint32_t w[4];
-  core::e2m1x4_to_bf16x4(codes & 0xFFFFu, &w[0], &w[1]);
-  core::e2m1x4_to_bf16x4(codes >> 16, &w[2], &w[3]);
+  core::e2m1x8_to_bf16_pairs(codes, w, selector_table);
   scale_bf16x2(w, scale);
   return make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Zeroes the elements at or past `keep` (0-8) of a chunk in the pairs order.
+__device__ __forceinline__ void clear_pairs_tail(uint4* chunk, int keep) {
+  std::uint32_t* words = &chunk->x;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    if (i >= keep) words[i] = 0;
+    else if (i + 4 >= keep) words[i] &= 0xFFFFu;
+  }
 }
 
 }  // namespace bsgemm::cuda

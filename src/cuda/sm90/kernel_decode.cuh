@@ -79,7 +79,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
 template <class Traits>
 __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                     const StagePipeline<Traits::kStages>& pipe, int consumer) {
-  const DecodeMainloop<Traits> mainloop(consumer, p);
+  const DecodeMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
   TileWalker walker(p);
@@ -113,6 +113,7 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
     ptx::fence_mbarrier_init();
     prefetch_kernel_maps(p);
   }
+  if (threadIdx.x < 32) ss.selector_table[threadIdx.x] = core::kBf16SelectorsLow;  // read after the barrier
   __syncthreads();
 
   run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },

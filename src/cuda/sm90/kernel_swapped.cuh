@@ -21,7 +21,7 @@ namespace bsgemm::cuda {
 template <class Traits>
 __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                  const StagePipeline<Traits::kStages>& pipe, int consumer) {
-  const SwappedMainloop<Traits> mainloop(consumer, p);
+  const SwappedMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
   TileWalker walker(p);

@@ -90,6 +90,8 @@ struct DecodeKernelTraits {
     alignas(8) std::uint64_t empty[kStages];
     alignas(8) std::uint64_t decoded_full[kDecodedStages];   // consumers -> consumers: a decoded tile is ready
     alignas(8) std::uint64_t decoded_empty[kDecodedStages];  // consumers -> consumers: its wgmma are done
+    // core::kBf16SelectorsLow once per lane, read once into a register (mainloop_decode.cuh).
+    std::uint32_t selector_table[32];
   };
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
   static_assert(kSharedBytes <= kSharedMemoryLimit);

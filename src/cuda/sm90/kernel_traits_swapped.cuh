@@ -76,6 +76,8 @@ struct SwappedKernelTraits {
     alignas(8) std::uint64_t empty[kStages];
     alignas(8) std::uint64_t decoded_full[kDecodedStages];
     alignas(8) std::uint64_t decoded_empty[kDecodedStages];
+    // core::kBf16SelectorsLow once per lane, read once into a register (mainloop_swapped.cuh).
+    std::uint32_t selector_table[32];
   };
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
   static_assert(kSharedBytes <= kSharedMemoryLimit);

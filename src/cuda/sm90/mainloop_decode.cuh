@@ -6,6 +6,9 @@
 // consumer warps wrote it; "empty": all 8 finished their wgmma on it). The loop is pipelined by one
 // tile: the wgmma of tile j are issued, tile j + 1 is decoded while they run, then they are waited for.
 //
+// Where an operand is FP4, every chunk of eight K positions is stored in the pairs order of decode_bf16.cuh,
+// A's and B's alike (FP4 decodes fastest in it); FP8 x FP8 keeps the natural order.
+//
 // Scales folded into the decoded values (mx32, nv16) need no promotion: the wgmma accumulate the whole
 // K range in fp32. With fp8-block128 activations A's scale stays in fp32: the two tiles of a stage
 // accumulate afresh and are added into the result with the row's scale, as in the FP8 kernel.
@@ -35,7 +38,12 @@ struct DecodeMainloop {
   bool a_e5m2, b_e5m2;
   bool release_lane;
 
-  __device__ DecodeMainloop(int consumer, const KernelParams& p) {
+  // core::kBf16SelectorsLow from this lane's copy in shared memory, so that it stays in a register
+  // (mainloop_swapped.cuh says why).
+  std::uint32_t selector_table;
+
+  __device__ DecodeMainloop(int consumer, const KernelParams& p, std::uint32_t selector_table_in_shared)
+      : selector_table(selector_table_in_shared) {
     const int t = threadIdx.x % kThreadsPerWarpgroup;
     wg_m = consumer / Traits::kWarpgroupsAlongN;
     wg_n = consumer % Traits::kWarpgroupsAlongN;
@@ -55,9 +63,12 @@ struct DecodeMainloop {
   // One operand's chunks of a half stage: every raw load and scale load is issued before the first
   // conversion, so their latencies overlap instead of adding up chunk after chunk. Tail: the chunk
   // reaches past K (TMA zero-fills FP8 rows, but a packed row's last byte may hold a padding nibble).
+  static constexpr bool kPairs = Traits::kAPacked || Traits::kBPacked;
+
   template <bool Packed, ScaleGranularity Scales, int Rows, int Chunks, bool Tail>
   __device__ __forceinline__ static void decode_operand(const std::uint8_t* raw, const float (&scales)[scale_steps(Scales)][Rows],
-                                                        std::uint8_t* out, int row0, int c, int k0, bool e5m2, int keep) {
+                                                        std::uint8_t* out, int row0, int c, int k0, bool e5m2, int keep,
+                                                        std::uint32_t selector_table) {
     std::uint32_t lo[Chunks], hi[Chunks];
     float scale[Chunks];
 #pragma unroll
@@ -79,8 +90,14 @@ struct DecodeMainloop {
     const int column = (c ^ (row0 % 8)) * 16;
 #pragma unroll
     for (int i = 0; i < Chunks; ++i) {
-      uint4 v = Packed ? decode_e2m1x8(lo[i], scale[i]) : decode_fp8x8(lo[i], hi[i], e5m2, scale[i]);
-      if constexpr (Tail) clear_chunk_tail(&v, 2 * keep);  // bytes
+      uint4 v;
+      if constexpr (Packed) v = decode_e2m1x8_pairs(lo[i], scale[i], selector_table);
+      else if constexpr (kPairs) v = decode_fp8x8_pairs(lo[i], hi[i], e5m2, scale[i]);
+      else v = decode_fp8x8(lo[i], hi[i], e5m2, scale[i]);
+      if constexpr (Tail) {
+        if constexpr (kPairs) clear_pairs_tail(&v, keep);
+        else clear_chunk_tail(&v, 2 * keep);  // bytes
+      }
       *reinterpret_cast<uint4*>(out + (row0 + 32 * i) * 128 + column) = v;
     }
   }
@@ -93,9 +110,9 @@ struct DecodeMainloop {
       constexpr bool kTail = decltype(tail)::value;
       const int keep = k_valid - k0 < 0 ? 0 : k_valid - k0;
       decode_operand<Traits::kAPacked, Traits::kAScales, Traits::kBlockM, kChunksA, kTail>(
-          ss.raw[s].a, ss.sfa[s], ss.decoded[d].a, row0, c, k0, a_e5m2, keep);
+          ss.raw[s].a, ss.sfa[s], ss.decoded[d].a, row0, c, k0, a_e5m2, keep, selector_table);
       decode_operand<Traits::kBPacked, Traits::kBScales, Traits::kBlockN, kChunksB, kTail>(
-          ss.raw[s].b, ss.sfb[s], ss.decoded[d].b, row0, c, k0, b_e5m2, keep);
+          ss.raw[s].b, ss.sfb[s], ss.decoded[d].b, row0, c, k0, b_e5m2, keep, selector_table);
     };
     // Only the last stage of a K range not a multiple of 128 has chunks past K.
     if (k_valid - k0 >= 8) both(std::false_type{});

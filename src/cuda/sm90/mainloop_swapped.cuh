@@ -35,8 +35,13 @@ struct SwappedMainloop {
   int consumer, warp, g, q;
   int decoder;  // this thread's index among the 256 token decoders
   bool a_e5m2, release_lane;
+  // core::kBf16SelectorsLow, loaded from each lane's own copy in shared memory: a value ptxas cannot prove
+  // warp-uniform, so it stays in a register instead of a uniform register moved back before each of the
+  // two lookups per word of eight codes (~47 moves per stage otherwise).
+  std::uint32_t selector_table;
 
-  __device__ SwappedMainloop(int consumer_index, const KernelParams& p) {
+  __device__ SwappedMainloop(int consumer_index, const KernelParams& p, std::uint32_t selector_table_in_shared)
+      : selector_table(selector_table_in_shared) {
     const int t = threadIdx.x % kThreadsPerWarpgroup;
     consumer = consumer_index;
     warp = t / 32;
@@ -71,8 +76,8 @@ struct SwappedMainloop {
         // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
         // (kernel_traits_swapped.cuh).
         std::uint32_t w[2][4];
-        core::e2m1x8_to_bf16_pairs(codes[slab][upper].x, w[0]);
-        core::e2m1x8_to_bf16_pairs(codes[slab][upper].y, w[1]);
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].x, w[0], selector_table);
+        core::e2m1x8_to_bf16_pairs(codes[slab][upper].y, w[1], selector_table);
         scale_bf16x2(w[0], scale[slab][upper]);
         scale_bf16x2(w[1], scale[slab][upper]);
 #pragma unroll
@@ -103,14 +108,12 @@ struct SwappedMainloop {
       if constexpr (Traits::kAPacked) {
         core::e2m1x8_to_bf16_pairs(*reinterpret_cast<const std::uint32_t*>(ss.raw[s].a + t * (kBlockK / 2) + half * 32 +
                                                                              8 * p + 4 * g),
-                                   w);
+                                   w, selector_table);
         scale_bf16x2(w, scale);
       } else {
         const uint2 eight = *reinterpret_cast<const uint2*>(ss.raw[s].a + t * kBlockK + half * 64 + 16 * p + 8 * g);
-#pragma unroll
-        for (int k = 0; k < 4; ++k)
-          w[k] = decode_fp8x2(core::byte_select(eight.x, eight.y, static_cast<std::uint32_t>(k | ((k + 4) << 4))), a_e5m2,
-                              scale);
+        const uint4 v = decode_fp8x8_pairs(eight.x, eight.y, a_e5m2, scale);
+        w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
       }
 #pragma unroll
       for (int k = 0; k < 4; ++k) {
