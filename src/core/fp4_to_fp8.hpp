@@ -51,9 +51,10 @@ BSGEMM_HD inline void e2m1x8_to_e4m3x8(std::uint32_t codes, std::uint32_t* low, 
 // e2m1 -> bf16, eight at a time, exactly, as pairs four apart: word i holds elements i (low half) and
 // i + 4 (high half), the order both decoding kernels feed their wgmma in (the order of K inside a scale
 // block is free as long as both operands follow it). The bf16 bits of the magnitudes 0, 0.5, 1, 1.5, 2, 3,
-// 4, 6 are 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0. Both elements of a word then take their sign from the same
-// shift of the codes, and the eight bf16 magnitudes use only five distinct bytes (0x00, 0x3F, 0x40, 0x80,
-// 0xC0), few enough for a byte table whose low word is zero (PRMT with RZ, no table register to keep):
+// 4, 6 are 0x0000, 0x3F00, 0x3F80, 0x3FC0, 0x4000, 0x4040, 0x4080, 0x40C0. Both elements of a word then
+// take their sign from the same shift of the codes, and the eight bf16 magnitudes use only five distinct
+// bytes (0x00, 0x3F, 0x40, 0x80, 0xC0), few enough for a byte table whose low word is zero (PRMT with RZ, no
+// table register to keep):
 // one permute turns four codes into four selector bytes (low byte's entry, high byte's entry), one gathers
 // elements i and i + 4's selectors, one looks their four bytes up.
 inline constexpr std::uint32_t kBf16BytesHigh = 0xC080403Fu;  // entries 4-7: 0x3F, 0x40, 0x80, 0xC0 (0-3: 0)

@@ -34,17 +34,16 @@ __device__ __forceinline__ std::uint32_t decode_fp8x2(std::uint32_t pair, bool e
   return bf16x2_bits(f.x * scale, f.y * scale);
 }
 
-// The pairs order of a decoded chunk of eight K positions: word i holds elements i (low half) and i + 4
-// (high half), the order core::e2m1x8_to_bf16_pairs decodes FP4 in with the fewest instructions. Both
-// operands of a wgmma are decoded in it (the sum over K does not depend on the order inside a chunk).
-
 // Eight FP8 codes (element i in byte i of {lo, hi}) -> eight bf16 (element i in half-word i).
 __device__ __forceinline__ uint4 decode_fp8x8(std::uint32_t lo, std::uint32_t hi, bool e5m2, float scale) {
   return make_uint4(decode_fp8x2(lo, e5m2, scale), decode_fp8x2(lo >> 16, e5m2, scale), decode_fp8x2(hi, e5m2, scale),
                     decode_fp8x2(hi >> 16, e5m2, scale));
 }
 
-// The same in the pairs order (one byte permute more per word: for FP8 operands that meet FP4 ones).
+// The same in the pairs order: word i holds elements i (low half) and i + 4 (high half), the order
+// core::e2m1x8_to_bf16_pairs decodes FP4 in with the fewest instructions. Both operands of a wgmma are
+// decoded in one order (the sum over K does not depend on the order inside a chunk), so an FP8 operand that
+// meets an FP4 one takes this, at one byte permute more per word.
 __device__ __forceinline__ uint4 decode_fp8x8_pairs(std::uint32_t lo, std::uint32_t hi, bool e5m2, float scale) {
   std::uint32_t w[4];
 #pragma unroll
