@@ -264,6 +264,33 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   return Status::success();
 }
 
+// The FP8 kernel's output map for the MoE forms (KernelParams::d_map): 16-bit n-major D as (N, rows,
+// batches) in 64 x 64 boxes, 128-byte swizzled, for the TMA-store epilogue. False where that epilogue does
+// not apply (other kernels, C, f32 or m-major D) or TMA cannot address D (alignment, stride limits); the
+// staged epilogue then writes every tile.
+bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
+                       const core::ResolvedGroup& whole) {
+  if (kernel.swapped || kernel.decode || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
+    return false;
+  const bool masked = args.layout == GroupLayout::masked;
+  const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
+  const std::int64_t ld_bytes = 2 * whole.d.ld;
+  const std::int64_t batch_bytes = masked ? 2 * whole.d.batch_stride : ld_bytes * rows;
+  if (args.moe.d == nullptr || reinterpret_cast<std::uintptr_t>(args.moe.d) % 16 != 0 || ld_bytes % 16 != 0 ||
+      batch_bytes % 16 != 0 || ld_bytes >= kTmaMaxStrideBytes || batch_bytes >= kTmaMaxStrideBytes || args.moe.n < 1)
+    return false;
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(args.moe.n), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(masked ? std::max(args.moe.num_groups, 1) : 1)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
+  const cuuint32_t box[3] = {kEpilogueBoxColumns, 64, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, args.moe.d, dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // Copies a host array into the workspace (host-resident descriptions) and returns its device address.
 template <class T>
 Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, std::size_t offset, cudaStream_t stream,
@@ -453,6 +480,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
                                       whole.b.ld, whole.b.batch_stride, plan.kernel.block_n, plan.kernel.decode);
         !s.ok())
       return s;
+    kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);
   }
 
   cudaError_t e = launch_prepare_groups(prepare, stream);

@@ -54,6 +54,7 @@ struct DecodeKernelTraits {
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
+  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
   static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);
 
   static constexpr int kStepsA = scale_steps(AScales);

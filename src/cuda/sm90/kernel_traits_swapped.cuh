@@ -44,6 +44,7 @@ struct SwappedKernelTraits {
   static constexpr int kWarpgroupN = Tokens;
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
+  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
 
   static constexpr int kStepsA = scale_steps(AScales);
   static constexpr int kStepsB = scale_steps(BScales);

@@ -56,10 +56,19 @@ struct alignas(16) DeviceStatus {
   core::CallSpec spec;  // to word the message on the host
 };
 
+// The TMA-store epilogue's box of 16-bit D (KernelParams::d_map): 64 rows of 128 bytes, the widest box the
+// 128-byte swizzle takes.
+inline constexpr int kEpilogueBoxColumns = 64;
+inline constexpr std::size_t kEpilogueBoxBytes = 64 * kEpilogueBoxColumns * 2;
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
   CUtensorMap b_map;
+  // MoE forms with a 16-bit n-major D and no C: D as (N, rows, batches) in 64 x 64 boxes, 128-byte swizzled,
+  // for the FP8 kernel's TMA-store epilogue (epilogue.cuh); d_map_ready is false where it does not apply.
+  CUtensorMap d_map;
+  bool d_map_ready;
   const DeviceGroup* groups;
   const DeviceStatus* status;
   std::int32_t num_groups;
