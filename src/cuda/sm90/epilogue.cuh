@@ -305,7 +305,9 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
   const bool n_major = p.d_n_major != transposed;
   const std::int64_t m_extent = transposed ? o.n : o.m, n_extent = transposed ? o.m : o.n;
   if constexpr (Traits::kEpilogueBoxes > 0) {
-    if (p.d_map_ready && row0 + 64 <= m_extent && col0 + Traits::kWarpgroupN <= n_extent) {
+    // A vote, so that ptxas sees a uniform branch: on the per-thread condition it moved the mainloop's
+    // pipeline arithmetic out of the uniform registers (27 more instructions per k-block, -5% on prefill).
+    if (p.d_map_ready && __all_sync(0xFFFFFFFFu, row0 + 64 <= m_extent && col0 + Traits::kWarpgroupN <= n_extent)) {
       auto* boxes = reinterpret_cast<std::uint8_t*>(stage);
       if (p.d_type == DataType::bf16)
         tma_store_warpgroup_tile<Traits, DataType::bf16>(p, o, row0, col0, acc, boxes, barrier_id);
