@@ -266,11 +266,12 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
 
 // The FP8 kernel's output map for the MoE forms (KernelParams::d_map): 16-bit n-major D as (N, rows,
 // batches) in 64 x 64 boxes, 128-byte swizzled, for the TMA-store epilogue. False where that epilogue does
-// not apply (other kernels, C, f32 or m-major D) or TMA cannot address D (alignment, stride limits); the
-// staged epilogue then writes every tile.
+// not apply (other kernels and recipes, C, f32 or m-major D) or TMA cannot address D (alignment, stride
+// limits); the other epilogues then write every tile.
 bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
                        const core::ResolvedGroup& whole) {
-  if (kernel.swapped || kernel.decode || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
+  if (kernel.swapped || kernel.decode || !tma_store_epilogue(kernel.scales) || args.has_c || args.d_major != Major::n ||
+      args.d_type == DataType::f32)
     return false;
   const bool masked = args.layout == GroupLayout::masked;
   const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);

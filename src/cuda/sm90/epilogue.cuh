@@ -7,7 +7,7 @@
 // group's rows of a contiguous D or past masked_m. Vector accesses fall back to scalar ones at the
 // N edge and where a group's rows start unaligned (contiguous groups begin at any row).
 // The FP8 kernel has two faster routes for 16-bit n-major D without C: TMA stores of whole 64-row slabs
-// in the MoE forms, and stores straight from the registers (MX tiles).
+// in the MoE forms (fp8-block128 tiles), and stores straight from the registers (MX tiles).
 #pragma once
 
 #include <cuda_bf16.h>
