@@ -245,6 +245,22 @@ TEST_P(GpuVariantShapes, ManyGroups) {
   run_and_check(v, masked, MemoryLocation::host);
 }
 
+// The MoE forms with leading dimensions and batch strides past the dense ones: fp8-block128's whole-slab
+// tiles leave through a tensor map of D built from them (the TMA-store epilogue), the rest through
+// thread stores, in the same call (M_g = 129: two whole 64-row slabs and an edge row).
+TEST_P(GpuVariantShapes, MoeFormsWithPaddedStrides) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(450000);
+  for (DataType d : {DataType::bf16, DataType::f16})
+    for (GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      WorkloadSpec s = make_spec(v, layout, d, moe_groups({129, 64, 0, 200}, 192, 256), ++seed);
+      s.padded_strides = true;
+      if (layout == GroupLayout::masked) s.moe_rows = 224;
+      run_and_check(v, s, layout == GroupLayout::masked ? MemoryLocation::device : MemoryLocation::host);
+    }
+}
+
 TEST(GpuShapes, OneHugeGroup) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 5000;
