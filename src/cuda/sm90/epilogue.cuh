@@ -245,7 +245,7 @@ __device__ __forceinline__ void direct_store_warpgroup_tile(const TileOutput& o,
 // boxes laid out as the map's 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), so a warp's
 // 32-bit stores of 8 rows x 4 column pairs hit 32 distinct banks), one thread issues the boxes' stores,
 // and the consumers go on to the next tile while TMA writes this one: the tensor cores no longer idle for
-// the global stores at the end of every tile (bench/NOTES.md, version 11). The boxes are reused only after
+// the global stores at the end of every tile (bench/NOTES.md, version 11d). The boxes are reused only after
 // the stores that read them have (bulk_wait_group_read), checked by the issuing thread before a barrier.
 template <class Traits, DataType T>
 __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, const TileOutput& o, std::int64_t row0,

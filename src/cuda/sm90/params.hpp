@@ -57,7 +57,7 @@ struct alignas(16) DeviceStatus {
 };
 
 // The FP8 kernel's tiles that write through the TMA-store epilogue (epilogue.cuh): fp8-block128's. MX tiles
-// store from the registers instead, which measured 4% faster for mxfp8 (bench/NOTES.md, version 11).
+// store from the registers instead, which measured 4% faster for mxfp8 (bench/NOTES.md, version 11d).
 constexpr bool tma_store_epilogue(ScaleGranularity g) { return g == ScaleGranularity::block128; }
 
 // The TMA-store epilogue's box of 16-bit D (KernelParams::d_map): 64 rows of 128 bytes, the widest box the
