@@ -56,6 +56,10 @@ struct alignas(16) DeviceStatus {
   core::CallSpec spec;  // to word the message on the host
 };
 
+// TMA loads per stage of an operand tile of `rows` rows: a box has at most 256 rows, so the register-operand
+// kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
+constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
