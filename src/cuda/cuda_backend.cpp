@@ -36,6 +36,7 @@ Status cuda_failure(cudaError_t e, const char* what) {
 struct Plan {
   KernelChoice kernel;
   std::int64_t small_rows = 0;  // decode-sized groups (typical M <= 64): their largest row count, else 0
+  std::int64_t n_max = 0;       // the largest group N the host can see (1 << 30 when unknown)
   int grid = 0;
   int stages = 0;
   std::string reason;
@@ -66,7 +67,6 @@ bool swapped_runs(const GemmArguments& a) {
   const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
-constexpr int kSwappedTokens = 32, kSwappedWeights = 256;  // --mma-tiler-mn 32,256 forces it
 
 // The planner's path: the FP8 kernel for fp8-block128, mxfp8 and mxfp8 x mxfp4 (where it measured
 // faster: bench/NOTES.md version 7), the decoding kernel for the rest, mxfp4 included (239 against 195
@@ -167,6 +167,7 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
     for (int g = 0; g < args.num_groups; ++g) n_max = std::max<std::int64_t>(n_max, args.groups[g].n);
   else
     n_max = 1 << 30;
+  plan->n_max = n_max;
   if (typical_m <= 64) {
     if (plan->small_rows == 0) plan->small_rows = std::max<std::int64_t>(typical_m, 1);
     plan->kernel.block_m = 64;
@@ -198,13 +199,15 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
   // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
-  const bool forced_swap = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights;
+  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
   if (swapped_runs(args) && options.path != KernelPath::fp8 &&
       (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
     plan.kernel.swapped = true;
     plan.kernel.decode = true;
-    if (!forced_swap) plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
-    plan.kernel.block_n = kSwappedWeights;
+    if (!forced_swap) {
+      plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
+      plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max);
+    }
     plan.reason += "; FP4 weights in wgmma registers";
     plan.stages = swapped_stages(plan.kernel);
     plan.grid = sm_count();
@@ -340,16 +343,16 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    const bool swapped_tile = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights && swapped_runs(args);
-    if (swapped_tile && options.path == KernelPath::fp8)
+    const bool swap = forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args);
+    const std::string tile = std::to_string(options.tile_m) + "," + std::to_string(options.tile_n);
+    if (swap && options.path == KernelPath::fp8)
       return Status::error(StatusCode::not_supported, -1, "tile",
-                           "tile 32,256 is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
+                           "tile " + tile + " is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
                            "path fp8 does not use: use --kernel-path bf16 or auto, or another tile");
-    if (!tile_supported(options.tile_m, options.tile_n) && !swapped_tile)
+    if (!tile_supported(options.tile_m, options.tile_n) && !swap)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
-                           "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
-                               " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
-                               " (and 32,256 for FP4 weights with mxfp8 or same-recipe tokens)");
+                           "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
+                               " (and 32,256 or 32,384 for FP4 weights with mxfp8 or same-recipe tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
@@ -427,6 +430,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   kernel.b_element = args.b_type.element;
 
   const bool host = args.descriptions == MemoryLocation::host;
+  // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
+  const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
   if (args.layout == GroupLayout::pointer_array) {
     prepare.groups = args.groups;
     if (host) {
@@ -440,7 +445,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      plan.kernel.block_n, plan.kernel.decode);
+                                      b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
   } else {
@@ -478,7 +483,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&kernel.b_map, args.b_type.element, args.moe.b, args.moe.k, args.moe.n, groups,
-                                      whole.b.ld, whole.b.batch_stride, plan.kernel.block_n, plan.kernel.decode);
+                                      whole.b.ld, whole.b.batch_stride, b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
     kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);

@@ -18,6 +18,7 @@
 
 #include "bsgemm/bsgemm.hpp"
 #include "src/core/resolved_group.hpp"
+#include "src/cuda/sm90/launch.hpp"
 #include "src/testing/device_workload.hpp"
 #include "src/testing/workload.hpp"
 
@@ -160,6 +161,26 @@ std::string variant_name(const ::testing::TestParamInfo<std::size_t>& info) { re
 class GpuMatrix : public GpuVariantTest {};
 class GpuVariantShapes : public GpuVariantTest {};
 class GpuTiles : public GpuVariantTest {};
+
+// ---- the planner's tile rules (no GPU needed) ---------------------------------------------------------
+
+TEST(PlannerRules, RegisterOperandTileWidth) {
+  using cuda::swapped_tile_weights;
+  EXPECT_EQ(swapped_tile_weights(32, 3072), 384);  // decode-G128-M16's N: no padding either way
+  EXPECT_EQ(swapped_tile_weights(32, 4096), 384);  // 128 of padding, n / 32
+  EXPECT_EQ(swapped_tile_weights(32, 4095), 256);  // 127 more than 256's 1, past n / 32 = 127
+  EXPECT_EQ(swapped_tile_weights(32, 7168), 384);
+  EXPECT_EQ(swapped_tile_weights(32, 1280), 256);  // 256 of padding against none
+  EXPECT_EQ(swapped_tile_weights(32, 200), 256);
+  EXPECT_EQ(swapped_tile_weights(64, 3072), 256);  // 64 tokens: two slabs only (registers)
+  EXPECT_EQ(swapped_tile_weights(32, 0), 256);
+  EXPECT_TRUE(cuda::forcible_swapped_tile(32, 384));
+  EXPECT_TRUE(cuda::forcible_swapped_tile(32, 256));
+  EXPECT_FALSE(cuda::forcible_swapped_tile(64, 256));
+  EXPECT_FALSE(cuda::swapped_tile(64, 384));
+  EXPECT_EQ(cuda::tma_box_loads(384), 2);
+  EXPECT_EQ(cuda::tma_box_loads(256), 1);
+}
 
 // ---- every recipe variant x every output type x every layout ---------------------------------------
 
@@ -310,14 +331,15 @@ TEST_P(GpuTiles, EveryTileShape) {
   SKIP_WITHOUT_GPU();
   const RecipeVariant v = variant();
   std::uint64_t seed = seed_base(900000);
-  for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}}) {
+  for (const auto& tile :
+       std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile.first;
     o.tile_n = tile.second;
     const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
     const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
     if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
-      // 32,256 is the register-operand kernel's tile: FP4 weights with mxfp8 or same-recipe tokens only
+      // 32,256 and 32,384 are the register-operand kernel's tiles: FP4 weights with mxfp8 or same-recipe tokens only
       // (else not a tile of the build), and never on the fp8 path (a tile of the build it does not use).
       WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
       HostWorkload host;

@@ -49,6 +49,7 @@ struct DecodeKernelTraits {
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
+  static constexpr int kBLoads = tma_box_loads(BlockN);  // TMA boxes of B per stage
   static constexpr int kWarpgroupsAlongM = BlockM / 64;
   static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;

@@ -65,6 +65,10 @@ constexpr bool tma_store_epilogue(ScaleGranularity g) { return g == ScaleGranula
 inline constexpr int kEpilogueBoxColumns = 64;
 inline constexpr std::size_t kEpilogueBoxBytes = 64 * kEpilogueBoxColumns * 2;
 
+// TMA loads per stage of an operand tile of `rows` rows: a box has at most 256 rows, so the register-operand
+// kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
+constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
