@@ -36,6 +36,7 @@ Status cuda_failure(cudaError_t e, const char* what) {
 struct Plan {
   KernelChoice kernel;
   std::int64_t small_rows = 0;  // decode-sized groups (typical M <= 64): their largest row count, else 0
+  std::int64_t n_max = 0;       // the largest group N the host can see (1 << 30 when unknown)
   int grid = 0;
   int stages = 0;
   std::string reason;
@@ -66,7 +67,6 @@ bool swapped_runs(const GemmArguments& a) {
   const Recipe ra = a.a_type.recipe, rb = a.b_type.recipe;
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
-constexpr int kSwappedTokens = 32, kSwappedWeights = 256;  // --mma-tiler-mn 32,256 forces it
 
 // The planner's path: the FP8 kernel for fp8-block128, mxfp8 and mxfp8 x mxfp4 (where it measured
 // faster: bench/NOTES.md version 7), the decoding kernel for the rest, mxfp4 included (239 against 195
@@ -167,6 +167,7 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
     for (int g = 0; g < args.num_groups; ++g) n_max = std::max<std::int64_t>(n_max, args.groups[g].n);
   else
     n_max = 1 << 30;
+  plan->n_max = n_max;
   if (typical_m <= 64) {
     if (plan->small_rows == 0) plan->small_rows = std::max<std::int64_t>(typical_m, 1);
     plan->kernel.block_m = 64;
@@ -198,13 +199,15 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
   // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
-  const bool forced_swap = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights;
+  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
   if (swapped_runs(args) && options.path != KernelPath::fp8 &&
       (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
     plan.kernel.swapped = true;
     plan.kernel.decode = true;
-    if (!forced_swap) plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
-    plan.kernel.block_n = kSwappedWeights;
+    if (!forced_swap) {
+      plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
+      plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max);
+    }
     plan.reason += "; FP4 weights in wgmma registers";
     plan.stages = swapped_stages(plan.kernel);
     plan.grid = sm_count();
@@ -264,6 +267,34 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   return Status::success();
 }
 
+// The FP8 kernel's output map for the MoE forms (KernelParams::d_map): 16-bit n-major D as (N, rows,
+// batches) in 64 x 64 boxes, 128-byte swizzled, for the TMA-store epilogue. False where that epilogue does
+// not apply (other kernels and recipes, C, f32 or m-major D) or TMA cannot address D (alignment, stride
+// limits); the other epilogues then write every tile.
+bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
+                       const core::ResolvedGroup& whole) {
+  if (kernel.swapped || kernel.decode || !tma_store_epilogue(kernel.scales) || args.has_c || args.d_major != Major::n ||
+      args.d_type == DataType::f32)
+    return false;
+  const bool masked = args.layout == GroupLayout::masked;
+  const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
+  const std::int64_t ld_bytes = 2 * whole.d.ld;
+  const std::int64_t batch_bytes = masked ? 2 * whole.d.batch_stride : ld_bytes * rows;
+  if (args.moe.d == nullptr || reinterpret_cast<std::uintptr_t>(args.moe.d) % 16 != 0 || ld_bytes % 16 != 0 ||
+      batch_bytes % 16 != 0 || ld_bytes >= kTmaMaxStrideBytes || batch_bytes >= kTmaMaxStrideBytes || args.moe.n < 1)
+    return false;
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(args.moe.n), static_cast<cuuint64_t>(rows),
+                              static_cast<cuuint64_t>(masked ? std::max(args.moe.num_groups, 1) : 1)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
+  const cuuint32_t box[3] = {kEpilogueBoxColumns, 64, 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, args.moe.d, dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 // Copies a host array into the workspace (host-resident descriptions) and returns its device address.
 template <class T>
 Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, std::size_t offset, cudaStream_t stream,
@@ -312,16 +343,16 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    const bool swapped_tile = options.tile_m == kSwappedTokens && options.tile_n == kSwappedWeights && swapped_runs(args);
-    if (swapped_tile && options.path == KernelPath::fp8)
+    const bool swap = forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args);
+    const std::string tile = std::to_string(options.tile_m) + "," + std::to_string(options.tile_n);
+    if (swap && options.path == KernelPath::fp8)
       return Status::error(StatusCode::not_supported, -1, "tile",
-                           "tile 32,256 is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
+                           "tile " + tile + " is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
                            "path fp8 does not use: use --kernel-path bf16 or auto, or another tile");
-    if (!tile_supported(options.tile_m, options.tile_n) && !swapped_tile)
+    if (!tile_supported(options.tile_m, options.tile_n) && !swap)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
-                           "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
-                               " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
-                               " (and 32,256 for FP4 weights with mxfp8 or same-recipe tokens)");
+                           "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
+                               " (and 32,256 or 32,384 for FP4 weights with mxfp8 or same-recipe tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
@@ -399,6 +430,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   kernel.b_element = args.b_type.element;
 
   const bool host = args.descriptions == MemoryLocation::host;
+  // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
+  const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
   if (args.layout == GroupLayout::pointer_array) {
     prepare.groups = args.groups;
     if (host) {
@@ -412,7 +445,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      plan.kernel.block_n, plan.kernel.decode);
+                                      b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
   } else {
@@ -450,9 +483,10 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&kernel.b_map, args.b_type.element, args.moe.b, args.moe.k, args.moe.n, groups,
-                                      whole.b.ld, whole.b.batch_stride, plan.kernel.block_n, plan.kernel.decode);
+                                      whole.b.ld, whole.b.batch_stride, b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
+    kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);
   }
 
   cudaError_t e = launch_prepare_groups(prepare, stream);

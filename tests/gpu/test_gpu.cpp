@@ -18,6 +18,7 @@
 
 #include "bsgemm/bsgemm.hpp"
 #include "src/core/resolved_group.hpp"
+#include "src/cuda/sm90/launch.hpp"
 #include "src/testing/device_workload.hpp"
 #include "src/testing/workload.hpp"
 
@@ -161,6 +162,26 @@ class GpuMatrix : public GpuVariantTest {};
 class GpuVariantShapes : public GpuVariantTest {};
 class GpuTiles : public GpuVariantTest {};
 
+// ---- the planner's tile rules (no GPU needed) ---------------------------------------------------------
+
+TEST(PlannerRules, RegisterOperandTileWidth) {
+  using cuda::swapped_tile_weights;
+  EXPECT_EQ(swapped_tile_weights(32, 3072), 384);  // decode-G128-M16's N: no padding either way
+  EXPECT_EQ(swapped_tile_weights(32, 4096), 384);  // 128 of padding, n / 32
+  EXPECT_EQ(swapped_tile_weights(32, 4095), 256);  // 127 more than 256's 1, past n / 32 = 127
+  EXPECT_EQ(swapped_tile_weights(32, 7168), 384);
+  EXPECT_EQ(swapped_tile_weights(32, 1280), 256);  // 256 of padding against none
+  EXPECT_EQ(swapped_tile_weights(32, 200), 256);
+  EXPECT_EQ(swapped_tile_weights(64, 3072), 256);  // 64 tokens: two slabs only (registers)
+  EXPECT_EQ(swapped_tile_weights(32, 0), 256);
+  EXPECT_TRUE(cuda::forcible_swapped_tile(32, 384));
+  EXPECT_TRUE(cuda::forcible_swapped_tile(32, 256));
+  EXPECT_FALSE(cuda::forcible_swapped_tile(64, 256));
+  EXPECT_FALSE(cuda::swapped_tile(64, 384));
+  EXPECT_EQ(cuda::tma_box_loads(384), 2);
+  EXPECT_EQ(cuda::tma_box_loads(256), 1);
+}
+
 // ---- every recipe variant x every output type x every layout ---------------------------------------
 
 TEST_P(GpuMatrix, EveryOutputTypeAndLayout) {
@@ -245,6 +266,22 @@ TEST_P(GpuVariantShapes, ManyGroups) {
   run_and_check(v, masked, MemoryLocation::host);
 }
 
+// The MoE forms with leading dimensions and batch strides past the dense ones: fp8-block128's whole-slab
+// tiles leave through a tensor map of D built from them (the TMA-store epilogue), the rest through
+// thread stores, in the same call (M_g = 129: two whole 64-row slabs and an edge row).
+TEST_P(GpuVariantShapes, MoeFormsWithPaddedStrides) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(450000);
+  for (DataType d : {DataType::bf16, DataType::f16})
+    for (GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      WorkloadSpec s = make_spec(v, layout, d, moe_groups({129, 64, 0, 200}, 192, 256), ++seed);
+      s.padded_strides = true;
+      if (layout == GroupLayout::masked) s.moe_rows = 224;
+      run_and_check(v, s, layout == GroupLayout::masked ? MemoryLocation::device : MemoryLocation::host);
+    }
+}
+
 TEST(GpuShapes, OneHugeGroup) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 5000;
@@ -294,14 +331,15 @@ TEST_P(GpuTiles, EveryTileShape) {
   SKIP_WITHOUT_GPU();
   const RecipeVariant v = variant();
   std::uint64_t seed = seed_base(900000);
-  for (const auto& tile : std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}}) {
+  for (const auto& tile :
+       std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile.first;
     o.tile_n = tile.second;
     const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
     const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
     if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
-      // 32,256 is the register-operand kernel's tile: FP4 weights with mxfp8 or same-recipe tokens only
+      // 32,256 and 32,384 are the register-operand kernel's tiles: FP4 weights with mxfp8 or same-recipe tokens only
       // (else not a tile of the build), and never on the fp8 path (a tile of the build it does not use).
       WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
       HostWorkload host;

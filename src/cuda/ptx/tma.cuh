@@ -1,4 +1,4 @@
-// TMA (cp.async.bulk.tensor) loads and device-side tensor-map edits (PTX ISA 8.0 / 8.3, sm_90 / sm_90a).
+// TMA (cp.async.bulk.tensor) loads and stores, and device-side tensor-map edits (PTX ISA 8.0 / 8.3, sm_90 / sm_90a).
 #pragma once
 
 #include <cuda.h>
@@ -15,6 +15,31 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const CUtensorMap* m
                                             std::int32_t c2, std::uint64_t* bar) {
   const std::int32_t coords[3] = {c0, c1, c2};
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_dst, map, coords, bar);
+}
+
+// cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tensorMap, {c0, c1, c2}], [srcMem];
+// Stores a box from shared memory (laid out as the map's swizzle) into the tensor; elements outside the
+// tensor are skipped. Completes asynchronously: commit it to a bulk group and wait before the source is
+// written again (bulk_wait_group_read) or before the thread exits (bulk_wait_group).
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, std::int32_t c0, std::int32_t c1, std::int32_t c2,
+                                             const void* smem_src) {
+  const std::int32_t coords[3] = {c0, c1, c2};
+  ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_global, ::cuda::ptx::space_shared, map, coords, smem_src);
+}
+
+// cp.async.bulk.commit_group;  closes this thread's bulk async-group of the stores issued since the last one.
+__device__ __forceinline__ void bulk_commit_group() { ::cuda::ptx::cp_async_bulk_commit_group(); }
+
+// cp.async.bulk.wait_group.read N;  until at most N of this thread's bulk groups still read their sources.
+template <int N>
+__device__ __forceinline__ void bulk_wait_group_read() {
+  ::cuda::ptx::cp_async_bulk_wait_group_read(::cuda::ptx::n32_t<N>{});
+}
+
+// cp.async.bulk.wait_group N;  until at most N of this thread's bulk groups are incomplete (writes visible).
+template <int N>
+__device__ __forceinline__ void bulk_wait_group() {
+  ::cuda::ptx::cp_async_bulk_wait_group(::cuda::ptx::n32_t<N>{});
 }
 
 // prefetch.tensormap [addr];  pulls a tensor map into the descriptor cache ahead of its first use.

@@ -6,6 +6,8 @@
 // store is predicated on the group's own M and N, so a ragged tile never writes into the next
 // group's rows of a contiguous D or past masked_m. Vector accesses fall back to scalar ones at the
 // N edge and where a group's rows start unaligned (contiguous groups begin at any row).
+// The FP8 kernel has two faster routes for 16-bit n-major D without C: TMA stores of whole 64-row slabs
+// in the MoE forms (fp8-block128 tiles), and stores straight from the registers (MX tiles).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,6 +20,7 @@
 #include "bsgemm/formats.hpp"
 #include "src/cuda/ptx/global.cuh"
 #include "src/cuda/ptx/sync.cuh"
+#include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/params.hpp"
 #include "src/cuda/sm90/tile_walker.cuh"
@@ -35,6 +38,7 @@ struct TileOutput {
   std::int64_t ldc, ldd;
   std::int64_t m, n;  // the group's extents
   float alpha, beta;
+  std::int32_t map_row0, map_batch;  // the group's first row and its batch in KernelParams::d_map
 };
 
 __device__ __forceinline__ TileOutput tile_output(const KernelParams& p, const DeviceGroup* g, std::int32_t l) {
@@ -52,6 +56,13 @@ __device__ __forceinline__ TileOutput tile_output(const KernelParams& p, const D
   }
   o.alpha = read_only(g->alpha);
   o.beta = read_only(g->beta);
+  o.map_row0 = 0;
+  o.map_batch = 0;
+  if (p.d_map_ready) {
+    // D's rows and experts line up with A's in the MoE forms.
+    o.map_row0 = read_only(g->a_row0);
+    o.map_batch = read_only(g->a_batch0) + l;
+  }
   return o;
 }
 
@@ -91,6 +102,20 @@ __device__ __forceinline__ void load8(const std::uint8_t* base, std::int64_t ind
 template <DataType T>
 __device__ __forceinline__ std::uint16_t round_half_type(float x) {
   return T == DataType::bf16 ? __bfloat16_as_ushort(__float2bfloat16_rn(x)) : __half_as_ushort(__float2half_rn(x));
+}
+
+// Two values rounded to T (bf16 or f16) in one word, the first in the low half.
+template <DataType T>
+__device__ __forceinline__ std::uint32_t pack_half_pair(float lo, float hi) {
+  std::uint32_t bits;
+  if constexpr (T == DataType::bf16) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    memcpy(&bits, &v, 4);
+  } else {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    memcpy(&bits, &v, 4);
+  }
+  return bits;
 }
 
 template <DataType T>
@@ -210,16 +235,61 @@ __device__ __forceinline__ void direct_store_warpgroup_tile(const TileOutput& o,
 #pragma unroll
     for (int j = 0; j < Traits::kWarpgroupN / 8; ++j) {
       const float lo = o.alpha * acc[4 * j + 2 * half], hi = o.alpha * acc[4 * j + 2 * half + 1];
-      std::uint32_t bits;
-      if constexpr (T == DataType::bf16) {
-        const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-        memcpy(&bits, &v, 4);
-      } else {
-        const __half2 v = __floats2half2_rn(lo, hi);
-        memcpy(&bits, &v, 4);
-      }
-      ptx::store_global_u32(row + 4 * j, bits);  // columns 8 j + frag_col, + 1
+      ptx::store_global_u32(row + 4 * j, pack_half_pair<T>(lo, hi));  // columns 8 j + frag_col, + 1
     }
+  }
+}
+
+// The MoE forms' common case through TMA stores: a 16-bit n-major D without C (KernelParams::d_map), the
+// warpgroup's 64 rows and all its columns inside the group. The warpgroup rounds its sums into 64 x 64
+// boxes laid out as the map's 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), so a warp's
+// 32-bit stores of 8 rows x 4 column pairs hit 32 distinct banks), one thread issues the boxes' stores,
+// and the consumers go on to the next tile while TMA writes this one: the tensor cores no longer idle for
+// the global stores at the end of every tile (bench/NOTES.md, version 11d). The boxes are reused only after
+// the stores that read them have (bulk_wait_group_read), checked by the issuing thread before a barrier.
+template <class Traits, DataType T>
+__device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, const TileOutput& o, std::int64_t row0,
+                                                         std::int64_t col0, const float (&acc)[Traits::kAccumulators],
+                                                         std::uint8_t* boxes, std::uint32_t barrier_id) {
+  const int t = threadIdx.x % kThreadsPerWarpgroup;
+  const int lane = t % 32;
+  const int frag_row = (t / 32) * 16 + lane / 4;
+  const int swizzle = lane / 4;  // frag_row % 8, and (frag_row + 8) % 8
+  std::uint8_t* const thread_row = boxes + frag_row * (2 * kEpilogueBoxColumns) + 4 * (lane % 4);
+  constexpr int kRounds = Traits::kBoxesPerWarpgroup / Traits::kEpilogueBoxes;
+#pragma unroll
+  for (int round = 0; round < kRounds; ++round) {
+    if (t == 0) ptx::bulk_wait_group_read<0>();
+    ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+#pragma unroll
+    for (int b = 0; b < Traits::kEpilogueBoxes; ++b) {
+#pragma unroll
+      for (int chunk = 0; chunk < 8; ++chunk) {
+        const int j = 8 * (round * Traits::kEpilogueBoxes + b) + chunk;  // fragment columns 8 j .. 8 j + 7
+        std::uint8_t* at = thread_row + b * kEpilogueBoxBytes + 16 * (chunk ^ swizzle);
+        *reinterpret_cast<std::uint32_t*>(at) = pack_half_pair<T>(o.alpha * acc[4 * j], o.alpha * acc[4 * j + 1]);
+        *reinterpret_cast<std::uint32_t*>(at + 8 * 2 * kEpilogueBoxColumns) =
+            pack_half_pair<T>(o.alpha * acc[4 * j + 2], o.alpha * acc[4 * j + 3]);
+      }
+    }
+    ptx::fence_proxy_async_shared();
+    ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+    if (t == 0) {
+#pragma unroll
+      for (int b = 0; b < Traits::kEpilogueBoxes; ++b)
+        ptx::tma_store_3d(&p.d_map,
+                          static_cast<std::int32_t>(col0) + kEpilogueBoxColumns * (round * Traits::kEpilogueBoxes + b),
+                          o.map_row0 + static_cast<std::int32_t>(row0), o.map_batch, boxes + b * kEpilogueBoxBytes);
+      ptx::bulk_commit_group();
+    }
+  }
+}
+
+// The end of a consumer's tiles: its TMA stores complete before the thread that issued them exits.
+template <class Traits>
+__device__ __forceinline__ void finish_warpgroup_stores(const KernelParams& p) {
+  if constexpr (Traits::kEpilogueBoxes > 0) {
+    if (p.d_map_ready && threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group<0>();
   }
 }
 
@@ -234,12 +304,31 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
   // D^T is D with the other major and the extents swapped.
   const bool n_major = p.d_n_major != transposed;
   const std::int64_t m_extent = transposed ? o.n : o.m, n_extent = transposed ? o.m : o.n;
+  if constexpr (Traits::kEpilogueBoxes > 0) {
+    // A vote, so that ptxas sees a uniform branch: on the per-thread condition it moved the mainloop's
+    // pipeline arithmetic out of the uniform registers (27 more instructions per k-block, -5% on prefill).
+    if (p.d_map_ready && __all_sync(0xFFFFFFFFu, row0 + 64 <= m_extent && col0 + Traits::kWarpgroupN <= n_extent)) {
+      auto* boxes = reinterpret_cast<std::uint8_t*>(stage);
+      if (p.d_type == DataType::bf16)
+        tma_store_warpgroup_tile<Traits, DataType::bf16>(p, o, row0, col0, acc, boxes, barrier_id);
+      else
+        tma_store_warpgroup_tile<Traits, DataType::f16>(p, o, row0, col0, acc, boxes, barrier_id);
+      return;
+    }
+  }
   if constexpr (Traits::kDirectEpilogue) {
     const bool aligned = reinterpret_cast<std::uintptr_t>(o.d) % 4 == 0 && o.ldd % 2 == 0;
     if (n_major && o.c == nullptr && p.d_type != DataType::f32 && aligned && col0 + Traits::kWarpgroupN <= n_extent) {
       if (p.d_type == DataType::bf16) direct_store_warpgroup_tile<Traits, DataType::bf16>(o, m_extent, row0, col0, acc);
       else direct_store_warpgroup_tile<Traits, DataType::f16>(o, m_extent, row0, col0, acc);
       return;
+    }
+  }
+  if constexpr (Traits::kEpilogueBoxes > 0) {
+    // An edge tile stages through the same bytes as the boxes: the stores that read them must be done.
+    if (p.d_map_ready) {
+      if (threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group_read<0>();
+      ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
     }
   }
   const auto write = [&](auto type, auto major) {

@@ -102,6 +102,7 @@ __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
     ptx::prefetch_tensormap(&p.a_map);
     ptx::prefetch_tensormap(&p.b_map);
   }
+  if (p.d_map_ready) ptx::prefetch_tensormap(&p.d_map);
 }
 
 // The roles of the 384 threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales

@@ -34,7 +34,11 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
     pipe.producer_expect_bytes(state, Traits::kStageBytes);
     // The maps count K in stored bytes.
     ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
-    ptx::tma_load_3d(ss.raw[state.index].b, t.b_map, kb * Traits::kRowBytesB, t.b_row, t.b_batch, pipe.full_barrier(state));
+    constexpr int kBoxRows = Traits::kBlockN / Traits::kBLoads;
+#pragma unroll
+    for (int box = 0; box < Traits::kBLoads; ++box)
+      ptx::tma_load_3d(ss.raw[state.index].b + box * kBoxRows * Traits::kRowBytesB, t.b_map, kb * Traits::kRowBytesB,
+                       t.b_row + box * kBoxRows, t.b_batch, pipe.full_barrier(state));
   });
 }
 

@@ -37,7 +37,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
     const TileOutput output = tile_output(p, g, c.l);
 #pragma unroll
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
-      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + consumer * 128 + slab * 64;
+      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + (consumer * Traits::kSlabs + slab) * 64;
       store_warpgroup_tile<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
                                    static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer,
                                    /*transposed=*/true);
@@ -61,21 +61,26 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_swapped_kernel(cons
   });
 }
 
-// The instantiations of one operand combination, by the tile's token count (32 or 64; 256 weights).
+// The instantiations of one operand combination, by tile (tokens x weights: 32 x 256, 64 x 256, 32 x 384).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales>
 struct SwappedCombination {
-  template <int Tokens>
-  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens>;
+  template <int Tokens, int Slabs = 2>
+  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs>;
 
   static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-    if (choice.block_n != 256) return cudaErrorInvalidValue;
-    if (choice.block_m == 32) return launch_persistent<Traits<32>>(grouped_swapped_kernel<Traits<32>>, params, grid, stream);
-    if (choice.block_m == 64) return launch_persistent<Traits<64>>(grouped_swapped_kernel<Traits<64>>, params, grid, stream);
+    if (choice.block_m == 32 && choice.block_n == 256)
+      return launch_persistent<Traits<32>>(grouped_swapped_kernel<Traits<32>>, params, grid, stream);
+    if (choice.block_m == 64 && choice.block_n == 256)
+      return launch_persistent<Traits<64>>(grouped_swapped_kernel<Traits<64>>, params, grid, stream);
+    if (choice.block_m == 32 && choice.block_n == 384)
+      return launch_persistent<Traits<32, 3>>(grouped_swapped_kernel<Traits<32, 3>>, params, grid, stream);
     return cudaErrorInvalidValue;
   }
   static int stages(int block_m, int block_n) {
-    if (block_n != 256) return 0;
-    return block_m == 32 ? Traits<32>::kStages : block_m == 64 ? Traits<64>::kStages : 0;
+    if (block_m == 32 && block_n == 256) return Traits<32>::kStages;
+    if (block_m == 64 && block_n == 256) return Traits<64>::kStages;
+    if (block_m == 32 && block_n == 384) return Traits<32, 3>::kStages;
+    return 0;
   }
   static bool matches(const KernelChoice& c) {
     return c.swapped && c.a_packed == APacked && c.a_scales == AScales && c.b_packed && c.b_scales == BScales;

@@ -90,23 +90,40 @@ struct Fp8KernelTraits {
     __device__ std::uint8_t* b() { return bytes + kRawABytes; }
   };
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kSfaSlots * BlockM + kSfbPerStage);
-  static constexpr std::size_t kFixedBytes = sizeof(float) * 2 * 64 * kEpiloguePitch + 1024 /* base alignment */;
-  static constexpr int kStages = [] {
+  // Stages that fit next to two consumer epilogue areas of `epilogue_bytes` each.
+  static constexpr auto kStagesFor = [](std::size_t epilogue_bytes) {
     const std::size_t per_stage = sizeof(Stage) + (kAnyPacked ? sizeof(RawStage) + sizeof(std::uint64_t) : 0) +
                                   kStageScaleBytes + 2 * sizeof(std::uint64_t);
-    const std::size_t fit = (kSharedMemoryLimit - kFixedBytes - 256) / per_stage;
+    const std::size_t fixed = 2 * epilogue_bytes + 1024 /* base alignment */;
+    const std::size_t fit = (kSharedMemoryLimit - fixed - 256) / per_stage;
     return static_cast<int>(fit > 8 ? 8 : fit);
-  }();
+  };
+  // A consumer's epilogue area: the staged epilogue's fp32 rows, or the TMA-store epilogue's 64 x 64 boxes
+  // of 16-bit D (epilogue.cuh), all of the warpgroup's columns at once where that costs no pipeline stage,
+  // else one box at a time (fp8-block128's 128 x 128 tile: 6 stages against 5); none for MX tiles.
+  static constexpr std::size_t kStagedEpilogueBytes = sizeof(float) * 64 * kEpiloguePitch;
+  static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;
+  static constexpr auto kEpilogueBytesFor = [](int boxes) {
+    const std::size_t box_bytes = static_cast<std::size_t>(boxes) * kEpilogueBoxBytes;
+    return box_bytes > kStagedEpilogueBytes ? box_bytes : kStagedEpilogueBytes;
+  };
+  static constexpr int kEpilogueBoxes =
+      !tma_store_epilogue(Scales) ? 0
+      : kStagesFor(kEpilogueBytesFor(kBoxesPerWarpgroup)) == kStagesFor(kEpilogueBytesFor(1)) ? kBoxesPerWarpgroup
+                                                                                               : 1;
+  static constexpr std::size_t kEpilogueBytes = kEpilogueBytesFor(kEpilogueBoxes);
+  static constexpr int kStages = kStagesFor(kEpilogueBytes);
   static_assert(kStages >= 3, "tile too large for a useful pipeline");
+  static_assert(kEpilogueBytes % 1024 == 0, "each consumer's boxes start 1024-byte aligned (the 128-byte swizzle's period)");
 
   // The scale and staging arrays are read as float2 / float4: keep each 16-byte aligned whatever the
   // sizes before it.
   struct SharedStorage {
     Stage stages[kStages];
+    alignas(1024) std::uint8_t epilogue[2][kEpilogueBytes];  // per consumer warpgroup
     RawStage raw[kAnyPacked ? kStages : 1];
     alignas(16) float sfa[kStages][kSfaSlots][BlockM];
     alignas(16) float sfb[kStages][kSfbPerStage > 0 ? kSfbPerStage : 1];
-    alignas(16) float epilogue[2][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     alignas(8) std::uint64_t raw_full[kAnyPacked ? kStages : 1];  // packed tiles landed (TMA -> scale loaders)

@@ -49,11 +49,13 @@ struct DecodeKernelTraits {
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
+  static constexpr int kBLoads = tma_box_loads(BlockN);  // TMA boxes of B per stage
   static constexpr int kWarpgroupsAlongM = BlockM / 64;
   static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
+  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
   static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);
 
   static constexpr int kStepsA = scale_steps(AScales);

@@ -4,7 +4,8 @@
 // It computes D^T = W X^T: the weights W (B, 256 rows per tile) are wgmma's A operand, decoded from the
 // packed tile straight into each thread's fragment registers; the tokens X (A, Tokens rows per tile) are
 // decoded once per CTA into a small bf16 tile in shared memory, wgmma's B operand. Each consumer
-// warpgroup owns 128 weight rows as two 64-row slabs. Weight decoding thus costs no shared-memory round
+// warpgroup owns 64 x Slabs weight rows as 64-row slabs: two (256-weight tiles), or three at 32 tokens
+// (384-weight tiles, whose per-stage waits, token decode and addressing spread over 1.5x the weights). Weight decoding thus costs no shared-memory round
 // trip, and only the few token rows are written back decoded.
 //
 // A thread's A fragment of a 64x16 step holds K positions {2q, 2q+1, 2q+8, 2q+9} (q = lane % 4) of rows
@@ -26,9 +27,10 @@
 namespace bsgemm::cuda {
 
 // APacked / AScales: the tokens (e2m1, or e4m3/e5m2 chosen at run time); BScales: the FP4 weights'.
-template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens>
+template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2>
 struct SwappedKernelTraits {
   static_assert(Tokens == 32 || Tokens == 64, "the epilogue writes 32 columns at a time");
+  static_assert(Slabs == 2 || (Slabs == 3 && Tokens == 32), "two fragment sets and the accumulators fit 192 registers");
   static_assert(AScales != ScaleGranularity::block128 && BScales != ScaleGranularity::block128,
                 "scales are folded into the decoded values");
   static constexpr bool kAPacked = APacked;
@@ -38,12 +40,14 @@ struct SwappedKernelTraits {
   static constexpr int kProducerRegisters = 120;
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = Tokens;  // the tile's rows of D (tokens)
-  static constexpr int kBlockN = 256;     // the tile's columns of D (weights)
-  static constexpr int kSlabs = 2;        // 64-row weight slabs per consumer warpgroup
+  static constexpr int kSlabs = Slabs;            // 64-row weight slabs per consumer warpgroup
+  static constexpr int kBlockN = 2 * 64 * Slabs;  // the tile's columns of D (weights)
+  static constexpr int kBLoads = tma_box_loads(kBlockN);
   // The epilogue's view of one slab: 64 rows (weights) x Tokens columns (tokens).
   static constexpr int kWarpgroupN = Tokens;
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
+  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
 
   static constexpr int kStepsA = scale_steps(AScales);
   static constexpr int kStepsB = scale_steps(BScales);

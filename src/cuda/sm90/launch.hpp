@@ -22,12 +22,30 @@ struct KernelChoice {
   bool decode = false;
   ScaleGranularity a_scales = ScaleGranularity::mx32, b_scales = ScaleGranularity::mx32;
   // The register-operand kernel (kernel_swapped.cuh): decode-sized groups with FP4 weights; block_m is
-  // the tokens per tile (32 or 64), block_n 256 weights.
+  // the tokens per tile (32 or 64), block_n the weights (256, or 384 with 32 tokens).
   bool swapped = false;
 };
 
 // The tile shapes both kernels are built for (block_m x block_n).
 inline constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}};
+
+// The register-operand kernel's tiles (tokens x weights); 32 x 256 and 32 x 384 may be forced with
+// --mma-tiler-mn, 64 x 256 is the planner's for 33-64 tokens.
+inline bool swapped_tile(int block_m, int block_n) {
+  return (block_m == 32 && (block_n == 256 || block_n == 384)) || (block_m == 64 && block_n == 256);
+}
+inline bool forcible_swapped_tile(int block_m, int block_n) { return block_m == 32 && swapped_tile(block_m, block_n); }
+
+// The register-operand kernel's weights per tile for `tokens` per tile and groups of up to n_max weights
+// (D's columns): three slabs per consumer warpgroup (384) where the tile holds 32 tokens and the padding
+// past n_max stays within 1/32 of n_max more than 256's, else two (256). The third slab spreads a stage's
+// fixed cost (waits, token decode, addressing) over 1.5x the weights: 11-13% fewer instructions per weight
+// in the consumer loop's SASS (bench/NOTES.md, session 7).
+inline int swapped_tile_weights(int tokens, std::int64_t n_max) {
+  if (tokens != 32 || n_max <= 0) return 256;
+  const std::int64_t pad384 = (n_max + 383) / 384 * 384 - n_max, pad256 = (n_max + 255) / 256 * 256 - n_max;
+  return pad384 <= pad256 + n_max / 32 ? 384 : 256;
+}
 
 inline bool tile_supported(int block_m, int block_n) {
   for (const auto& tile : kTiles)

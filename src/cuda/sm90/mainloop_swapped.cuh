@@ -3,7 +3,7 @@
 //
 // Per 64-deep slice: all 256 consumer threads decode the slice's tokens (one barrier pair per decoded
 // tile, as in mainloop_decode.cuh), each thread decodes its own weight fragments (no sharing), and each
-// warpgroup issues 4 k16 steps x 2 slabs of m64 x Tokens x k16 BF16 wgmma. Two register sets of fragments
+// warpgroup issues 4 k16 steps x its slabs of m64 x Tokens x k16 BF16 wgmma. Two register sets of fragments
 // alternate: while the wgmma of one half of a stage run on the tensor cores, the other half is decoded.
 // An iteration is one raw stage and ends with nothing in flight (ptxas serializes wgmma otherwise).
 #pragma once
@@ -52,8 +52,10 @@ struct SwappedMainloop {
     release_lane = t % 32 == 0;
   }
 
-  // Tile-local weight row (0-255) of a slab's row g (upper = 0) or g + 8 (upper = 1).
-  __device__ int weight_row(int slab, int upper) const { return consumer * 128 + slab * 64 + warp * 16 + g + 8 * upper; }
+  // Tile-local weight row of a slab's row g (upper = 0) or g + 8 (upper = 1).
+  __device__ int weight_row(int slab, int upper) const {
+    return (consumer * kSlabs + slab) * 64 + warp * 16 + g + 8 * upper;
+  }
 
   // This thread's weights of half `half` of raw stage s: stored positions 64 half + 16 q .. + 15 of each
   // of its rows, one 8-byte load each, decoded and scaled into fragments.

@@ -56,10 +56,27 @@ struct alignas(16) DeviceStatus {
   core::CallSpec spec;  // to word the message on the host
 };
 
+// The FP8 kernel's tiles that write through the TMA-store epilogue (epilogue.cuh): fp8-block128's. MX tiles
+// store from the registers instead, which measured 4% faster for mxfp8 (bench/NOTES.md, version 11d).
+constexpr bool tma_store_epilogue(ScaleGranularity g) { return g == ScaleGranularity::block128; }
+
+// The TMA-store epilogue's box of 16-bit D (KernelParams::d_map): 64 rows of 128 bytes, the widest box the
+// 128-byte swizzle takes.
+inline constexpr int kEpilogueBoxColumns = 64;
+inline constexpr std::size_t kEpilogueBoxBytes = 64 * kEpilogueBoxColumns * 2;
+
+// TMA loads per stage of an operand tile of `rows` rows: a box has at most 256 rows, so the register-operand
+// kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
+constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
   CUtensorMap b_map;
+  // MoE forms with a 16-bit n-major D and no C: D as (N, rows, batches) in 64 x 64 boxes, 128-byte swizzled,
+  // for the FP8 kernel's TMA-store epilogue (epilogue.cuh); d_map_ready is false where it does not apply.
+  CUtensorMap d_map;
+  bool d_map_ready;
   const DeviceGroup* groups;
   const DeviceStatus* status;
   std::int32_t num_groups;
