@@ -206,7 +206,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     plan.kernel.decode = true;
     if (!forced_swap) {
       plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
-      plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max);
+      plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max, plan.kernel.b_scales);
     }
     plan.reason += "; FP4 weights in wgmma registers";
     plan.stages = swapped_stages(plan.kernel);

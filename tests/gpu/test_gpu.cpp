@@ -166,14 +166,16 @@ class GpuTiles : public GpuVariantTest {};
 
 TEST(PlannerRules, RegisterOperandTileWidth) {
   using cuda::swapped_tile_weights;
-  EXPECT_EQ(swapped_tile_weights(32, 3072), 384);  // decode-G128-M16's N: no padding either way
-  EXPECT_EQ(swapped_tile_weights(32, 4096), 384);  // 128 of padding, n / 32
-  EXPECT_EQ(swapped_tile_weights(32, 4095), 256);  // 127 more than 256's 1, past n / 32 = 127
-  EXPECT_EQ(swapped_tile_weights(32, 7168), 384);
-  EXPECT_EQ(swapped_tile_weights(32, 1280), 256);  // 256 of padding against none
-  EXPECT_EQ(swapped_tile_weights(32, 200), 256);
-  EXPECT_EQ(swapped_tile_weights(64, 3072), 256);  // 64 tokens: two slabs only (registers)
-  EXPECT_EQ(swapped_tile_weights(32, 0), 256);
+  constexpr auto mx = cuda::ScaleGranularity::mx32, nv = cuda::ScaleGranularity::nv16;
+  EXPECT_EQ(swapped_tile_weights(32, 3072, mx), 384);  // decode-G128-M16's N: no padding either way
+  EXPECT_EQ(swapped_tile_weights(32, 4096, mx), 384);  // 128 of padding, n / 32
+  EXPECT_EQ(swapped_tile_weights(32, 4095, mx), 256);  // 127 more than 256's 1, past n / 32 = 127
+  EXPECT_EQ(swapped_tile_weights(32, 7168, mx), 384);
+  EXPECT_EQ(swapped_tile_weights(32, 1280, mx), 256);  // 256 of padding against none
+  EXPECT_EQ(swapped_tile_weights(32, 200, mx), 256);
+  EXPECT_EQ(swapped_tile_weights(64, 3072, mx), 256);  // 64 tokens: two slabs only (registers)
+  EXPECT_EQ(swapped_tile_weights(32, 0, mx), 256);
+  EXPECT_EQ(swapped_tile_weights(32, 3072, nv), 256);  // nv16 weights: 384 measured slower
   EXPECT_TRUE(cuda::forcible_swapped_tile(32, 384));
   EXPECT_TRUE(cuda::forcible_swapped_tile(32, 256));
   EXPECT_FALSE(cuda::forcible_swapped_tile(64, 256));
