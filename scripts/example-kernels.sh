@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The reference system's example, per recipe: the tool's median time over 50 calls, then each kernel's
-# duration under ncu with warm caches (the prepare kernel against the GEMM kernel), one line each:
+# duration under ncu with warm caches (the GEMM kernel; the prepare kernel too where one runs, which the
+# tool's host-resident descriptions no longer need), one line each:
 #     bash scripts/example-kernels.sh BSGEMM_BINARY [RECIPE ...]   (default: fp8-block128 mxfp8 nvfp4)
 # scripts/device-check.sh (probes) and scripts/compare-builds.sh (EXAMPLE=1) call it on the GPU machine.
 set -uo pipefail

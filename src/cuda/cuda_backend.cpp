@@ -1,6 +1,8 @@
 // The sm_90a back end, host side: what it accepts, which kernel configuration runs (config as data,
-// chosen by choose_plan()), tensor-map encoding, and the two launches (prepare + persistent GEMM).
-// Nothing here synchronises with the device except device_status().
+// chosen by choose_plan()), tensor-map encoding, the group records and the launches: the persistent
+// GEMM alone where the descriptions are host-resident (the records are built here and copied), the
+// prepare kernel first where they live in device memory. Nothing here synchronises with the device
+// except device_status().
 #include "src/cuda/cuda_backend.hpp"
 
 #include <cuda.h>
@@ -18,6 +20,7 @@
 #include "src/core/resolved_group.hpp"
 #include "src/core/validate.hpp"
 #include "src/cpu/host_groups.hpp"
+#include "src/cuda/sm90/group_records.hpp"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/params.hpp"
 #include "src/cuda/sm90/tma_limits.hpp"
@@ -309,6 +312,63 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
   return Status::success();
 }
 
+// Host-resident descriptions (already validated by can_implement): the status, every group's record and,
+// for the pointer-array form, its two maps, built here by group_records.hpp, the prepare kernel's own
+// code, and copied into the workspace in one transfer. The GEMM kernel is then the only work on the
+// device: the prepare kernel's single CTA took 12.8 us of the reference example's 41 us (bench/NOTES.md,
+// version 12b). `prepare` holds the host arrays and the workspace's device addresses of the records and
+// maps. The transfer reads pageable memory, which cudaMemcpyAsync stages before it returns, so the
+// buffer may go when this function does.
+Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
+                         const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream) {
+  const int groups = prepare.num_groups;
+  const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
+  const std::size_t bytes = pointer_array ? layout.maps + 2 * static_cast<std::size_t>(groups) * sizeof(CUtensorMap)
+                                          : layout.groups + static_cast<std::size_t>(groups) * sizeof(DeviceGroup);
+  std::vector<std::uint8_t> staged(bytes, 0);
+  auto* records = reinterpret_cast<DeviceGroup*>(staged.data() + layout.groups);
+  auto* maps = reinterpret_cast<CUtensorMap*>(staged.data() + layout.maps);
+  std::int64_t tile_begin = 0, sfa_block_row0 = 0;
+  for (int g = 0; g < groups; ++g) {
+    const GroupRows rows = group_rows(prepare, g);
+    if (!rows.check.ok()) return core::to_status(rows.check, g, prepare.spec);  // can_implement let it through
+    const std::int64_t tiles = group_tiles(prepare, g, rows);
+    core::ResolvedGroup rg;
+    records[g] = make_device_group(prepare, g, rows, tile_begin, tiles, sfa_block_row0, &rg);
+    if (pointer_array && tiles > 0) {
+      if (Status s = encode_operand_map(&maps[2 * g], prepare.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld,
+                                        map_batch_stride_a(rg), kernel.block_m, kernel.decode);
+          !s.ok())
+        return Status::error(s.code, g, "a", "its tensor map: " + s.message);
+      if (Status s = encode_operand_map(&maps[2 * g + 1], prepare.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l,
+                                        rg.b.ld, map_batch_stride_b(rg), b_box_rows, kernel.decode);
+          !s.ok())
+        return Status::error(s.code, g, "b", "its tensor map: " + s.message);
+    }
+    tile_begin += tiles;
+    sfa_block_row0 += group_scale_block_rows(rows);
+  }
+  DeviceStatus status{};
+  status.failed_group = kNoFailure;
+  status.spec = prepare.spec;
+  status.total_tiles = tile_begin;
+  std::memcpy(staged.data() + layout.status, &status, sizeof status);
+  const cudaError_t e = cudaMemcpyAsync(workspace, staged.data(), bytes, cudaMemcpyHostToDevice, stream);
+  if (e != cudaSuccess) return cuda_failure(e, "copying the group records to the workspace");
+  return Status::success();
+}
+
+// True while `stream` is being captured into a CUDA graph: a captured copy would read the host buffer at
+// every replay, after copy_host_records has freed it, so capture takes the prepare kernel's path.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();
+    return true;  // unknown: the path that is correct either way
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace
 
 bool device_available() {
@@ -429,15 +489,19 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   kernel.a_element = args.a_type.element;
   kernel.b_element = args.b_type.element;
 
+  // Host-resident descriptions: the records are built here (copy_host_records), unless the call is being
+  // captured into a graph, which takes the device path with the descriptions copied alongside.
   const bool host = args.descriptions == MemoryLocation::host;
+  const bool host_records = host && !capturing(stream);
   // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
   const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
-  if (args.layout == GroupLayout::pointer_array) {
-    prepare.groups = args.groups;
+  if (args.layout == GroupLayout::pointer_array && !host_records) {
     if (host) {
       if (Status s = stage_array(args.groups, static_cast<std::size_t>(groups), ws, layout.descriptions, stream, &prepare.groups);
           !s.ok())
         return s;
+    } else {
+      prepare.groups = args.groups;
     }
     // Templates: everything but address, dims and strides, which the prepare kernel fills per group.
     if (Status s = encode_operand_map(&prepare.a_template, args.a_type.element, workspace, 128, 256, 1, 128, 128 * 256,
@@ -448,9 +512,11 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
                                       b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
+  } else if (args.layout == GroupLayout::pointer_array) {
+    prepare.groups = args.groups;
   } else {
     prepare.moe = args.moe;
-    if (host) {
+    if (host && !host_records) {
       const std::size_t offsets = static_cast<std::size_t>(groups) + (args.moe.offsets_start_with_zero ? 1 : 0);
       Status s;
       if (args.layout == GroupLayout::contiguous) {
@@ -489,8 +555,12 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);
   }
 
-  cudaError_t e = launch_prepare_groups(prepare, stream);
-  if (e != cudaSuccess) return cuda_failure(e, "launching the prepare kernel");
+  cudaError_t e = cudaSuccess;
+  if (host_records) {
+    if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream); !s.ok()) return s;
+  } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
+    return cuda_failure(e, "launching the prepare kernel");
+  }
   if (plan.kernel.swapped) {
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
   } else if (plan.kernel.decode) {
@@ -537,7 +607,8 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& options) 
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
        " stages, 1 TMA warp + 3 scale-loader warps + 2 consumer warpgroups, " + std::to_string(plan.grid) +
        " persistent CTAs, cluster 1x1, descriptions on the " +
-       (args.descriptions == MemoryLocation::device ? "device" : "host");
+       (args.descriptions == MemoryLocation::device ? "device (records made by the prepare kernel)"
+                                                    : "host (records made on the host, no prepare kernel)");
   return s;
 }
 

@@ -18,6 +18,7 @@
 
 #include "bsgemm/bsgemm.hpp"
 #include "src/core/resolved_group.hpp"
+#include "src/cuda/sm90/group_records.hpp"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/testing/device_workload.hpp"
 #include "src/testing/workload.hpp"
@@ -182,6 +183,86 @@ TEST(PlannerRules, RegisterOperandTileWidth) {
   EXPECT_FALSE(cuda::swapped_tile(64, 384));
   EXPECT_EQ(cuda::tma_box_loads(384), 2);
   EXPECT_EQ(cuda::tma_box_loads(256), 1);
+}
+
+// ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
+
+// The records of every group of `w` in order, as copy_host_records (cuda_backend.cpp) builds them.
+std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, int block_n) {
+  const GemmArguments& a = w.args();
+  cuda::PrepareParams p{};
+  p.spec = core::make_call_spec(a);
+  p.num_groups = a.layout == GroupLayout::pointer_array ? a.num_groups : a.moe.num_groups;
+  p.block_m = block_m;
+  p.block_n = block_n;
+  p.groups = a.groups;
+  p.moe = a.moe;
+  p.out_maps = reinterpret_cast<CUtensorMap*>(std::uintptr_t{1} << 20);  // a device address, never dereferenced
+  std::vector<cuda::DeviceGroup> records;
+  std::int64_t tile = 0, scale_row = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    const cuda::GroupRows rows = cuda::group_rows(p, g);
+    EXPECT_TRUE(rows.check.ok()) << "group " << g;
+    const std::int64_t tiles = cuda::group_tiles(p, g, rows);
+    core::ResolvedGroup rg;
+    records.push_back(cuda::make_device_group(p, g, rows, tile, tiles, scale_row, &rg));
+    tile += tiles;
+    scale_row += cuda::group_scale_block_rows(rows);
+  }
+  return records;
+}
+
+TEST(GroupRecords, ContiguousRowsTilesAndOutputs) {
+  WorkloadSpec s;
+  s.a_type = s.b_type = make_operand_type(Recipe::mxfp8);
+  s.layout = GroupLayout::contiguous;
+  s.groups = {{130, 256, 128, 1}, {0, 256, 128, 1}, {1, 256, 128, 1}, {300, 256, 128, 1}};
+  HostWorkload w;
+  ASSERT_TRUE(HostWorkload::create(s, &w).ok());
+  const std::vector<cuda::DeviceGroup> r = host_records(w, 128, 128);
+  ASSERT_EQ(r.size(), 4u);
+  const std::int64_t tiles[] = {4, 0, 2, 6}, first_row[] = {0, 130, 130, 131};
+  std::int64_t tile = 0;
+  for (int g = 0; g < 4; ++g) {
+    SCOPED_TRACE("group " + std::to_string(g));
+    EXPECT_EQ(r[g].m, s.groups[g].m);
+    EXPECT_EQ(r[g].n, 256);
+    EXPECT_EQ(r[g].k, 128);
+    EXPECT_EQ(r[g].tile_begin, tile);
+    EXPECT_EQ(r[g].tile_end, tile + tiles[g]);
+    EXPECT_EQ(r[g].tiles_n, 2);
+    EXPECT_EQ(r[g].a_row0, first_row[g]);
+    EXPECT_EQ(r[g].b_batch0, g);
+    EXPECT_EQ(r[g].a_map, nullptr);  // the MoE forms use the kernel's whole-tensor maps
+    // D is n-major bf16 with ld = n: the group's rows start at its first row.
+    EXPECT_EQ(r[g].d, static_cast<std::uint8_t*>(w.args().moe.d) + 2 * 256 * first_row[g]);
+    EXPECT_EQ(r[g].alpha, 1.0f);
+    tile += tiles[g];
+  }
+}
+
+TEST(GroupRecords, PointerArrayMapsAndBatches) {
+  WorkloadSpec s;
+  s.a_type = s.b_type = make_operand_type(Recipe::nvfp4);
+  s.layout = GroupLayout::pointer_array;
+  s.groups = {{64, 384, 256, 2}, {0, 128, 128, 1}, {200, 128, 64, 1}};
+  HostWorkload w;
+  ASSERT_TRUE(HostWorkload::create(s, &w).ok());
+  const std::vector<cuda::DeviceGroup> r = host_records(w, 128, 256);
+  ASSERT_EQ(r.size(), 3u);
+  const CUtensorMap* maps = reinterpret_cast<const CUtensorMap*>(std::uintptr_t{1} << 20);
+  const std::int64_t tiles[] = {2 * 1 * 2, 0, 2 * 1};
+  std::int64_t tile = 0;
+  for (int g = 0; g < 3; ++g) {
+    SCOPED_TRACE("group " + std::to_string(g));
+    EXPECT_EQ(r[g].l, s.groups[g].l);
+    EXPECT_EQ(r[g].tile_begin, tile);
+    EXPECT_EQ(r[g].tile_end, tile + tiles[g]);
+    EXPECT_EQ(r[g].a_map, maps + 2 * g);
+    EXPECT_EQ(r[g].b_map, maps + 2 * g + 1);
+    EXPECT_EQ(r[g].d, w.args().groups[g].d);
+    tile += tiles[g];
+  }
 }
 
 // ---- every recipe variant x every output type x every layout ---------------------------------------

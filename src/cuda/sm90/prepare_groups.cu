@@ -1,5 +1,7 @@
 // The prepare kernel: one CTA that turns any description form into the DeviceGroup records the main
-// kernel walks, before the main kernel starts, without the host ever reading device memory.
+// kernel walks, before the main kernel starts, without the host ever reading device memory. It runs
+// for device-resident descriptions (and for host-resident ones inside a graph capture); otherwise the
+// host builds the same records from the same code (group_records.hpp, cuda_backend.cpp).
 //
 // Pass 1 (each thread a run of consecutive groups): the group's rows (from GroupProblem, offsets or
 // masked_m), the same validity rules the host applies (core/group_checks.hpp) plus TMA's limits, and
@@ -12,14 +14,12 @@
 
 #include <cstdint>
 
-#include "src/core/group_checks.hpp"
 #include "src/core/resolved_group.hpp"
-#include "src/core/tile_scheduler.hpp"
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
+#include "src/cuda/sm90/group_records.hpp"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/params.hpp"
-#include "src/cuda/sm90/tma_limits.hpp"
 
 namespace bsgemm::cuda {
 
@@ -55,38 +55,6 @@ __device__ std::int64_t block_exclusive_scan(std::int64_t value, std::int64_t* w
   return before;
 }
 
-// Rows, first row (contiguous form) and validity of group g.
-struct GroupRows {
-  std::int64_t m = 0, begin = 0;
-  core::GroupCheck check;
-};
-
-__device__ GroupRows group_rows(const PrepareParams& p, int g) {
-  GroupRows r;
-  switch (p.spec.layout) {
-    case GroupLayout::pointer_array: {
-      const core::ResolvedGroup rg = core::resolve_pointer_array(p.spec, p.groups[g]);
-      r.m = rg.m;
-      r.check = core::check_group(p.spec, rg);
-      if (r.check.ok() && rg.m > 0) r.check = check_tma_limits(p.spec, rg, rg.l, rg.l);
-      break;
-    }
-    case GroupLayout::contiguous: {
-      std::int64_t end;
-      core::contiguous_bounds(p.moe, g, &r.begin, &end);
-      r.check = core::check_contiguous_bounds(r.begin, end, p.moe.rows);
-      r.m = end - r.begin;
-      break;
-    }
-    case GroupLayout::masked: {
-      r.m = p.moe.masked_m[g];
-      r.check = core::check_masked_rows(r.m, p.moe.rows);
-      break;
-    }
-  }
-  return r;
-}
-
 // Copies `map_template` to `map` and points it at one group's tensor: dims (K in bytes, rows, batches);
 // ld and batch stride in elements of `element`.
 __device__ __noinline__ void write_group_map(CUtensorMap* map, const CUtensorMap& map_template, DataType element, const void* data,
@@ -100,62 +68,6 @@ __device__ __noinline__ void write_group_map(CUtensorMap* map, const CUtensorMap
   ptx::tensormap_replace_dim<2>(map, static_cast<std::uint32_t>(batches));
   ptx::tensormap_replace_stride<0>(map, static_cast<std::uint64_t>(ld_bytes));
   ptx::tensormap_replace_stride<1>(map, static_cast<std::uint64_t>(batch_bytes));
-}
-
-__device__ DeviceGroup make_device_group(const PrepareParams& p, int g, const GroupRows& rows, std::int64_t tile_begin,
-                                         std::int64_t tiles, std::int64_t sfa_block_row0) {
-  core::ResolvedGroup rg;
-  DeviceGroup d{};
-  switch (p.spec.layout) {
-    case GroupLayout::pointer_array:
-      rg = core::resolve_pointer_array(p.spec, p.groups[g]);
-      d.a_map = p.out_maps + 2 * g;
-      d.b_map = p.out_maps + 2 * g + 1;
-      break;
-    case GroupLayout::contiguous:
-      rg = core::resolve_contiguous(p.spec, p.moe, g, rows.begin, rows.begin + rows.m, sfa_block_row0,
-                                    core::moe_alpha(p.moe, g), core::moe_beta(p.moe, g));
-      d.a_row0 = static_cast<std::int32_t>(rows.begin);
-      d.b_batch0 = g;
-      break;
-    case GroupLayout::masked:
-      rg = core::resolve_masked(p.spec, p.moe, g, static_cast<std::int32_t>(rows.m), core::moe_alpha(p.moe, g),
-                                core::moe_beta(p.moe, g));
-      d.a_batch0 = g;
-      d.b_batch0 = g;
-      break;
-  }
-  d.m = rg.m;
-  d.n = rg.n;
-  d.k = rg.k;
-  d.l = rg.l;
-  d.tile_begin = tile_begin;
-  d.tile_end = tile_begin + tiles;
-  d.tiles_m = static_cast<std::int32_t>(core::ceil_div(rg.m, p.block_m));
-  d.tiles_n = static_cast<std::int32_t>(core::ceil_div(rg.n, p.block_n));
-  d.sfa = rg.sfa.data;
-  d.sfb = rg.sfb.data;
-  d.sfa_ld = rg.sfa.ld;
-  d.sfa_batch_stride = rg.sfa.batch_stride;
-  d.sfb_ld = rg.sfb.ld;
-  d.sfb_batch_stride = rg.sfb.batch_stride;
-  d.c = rg.c.data;
-  d.d = const_cast<void*>(rg.d.data);
-  d.ldc = rg.c.ld;
-  d.batch_stride_c = rg.c.batch_stride;
-  d.ldd = rg.d.ld;
-  d.batch_stride_d = rg.d.batch_stride;
-  d.alpha = rg.alpha;
-  d.beta = rg.beta;
-  if (p.spec.layout == GroupLayout::pointer_array && tiles > 0) {
-    // With one batch the batch stride is never stepped; give TMA a valid one.
-    const std::int64_t a_batch = rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
-    const std::int64_t b_batch = rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
-    write_group_map(p.out_maps + 2 * g, p.a_template, p.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld, a_batch);
-    write_group_map(p.out_maps + 2 * g + 1, p.b_template, p.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld,
-                    b_batch);
-  }
-  return d;
 }
 
 __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const __grid_constant__ PrepareParams p) {
@@ -182,13 +94,11 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
     if (!rows.check.ok()) {
       atomicMin(&failed_group, g);
     } else {
-      const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
-      const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
-      tiles = core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
+      tiles = group_tiles(p, g, rows);
     }
     p.out_groups[g].tile_begin = tiles;
     my_tiles += tiles;
-    my_padded_rows += round_up(rows.m > 0 ? rows.m : 0, 128);
+    my_padded_rows += group_scale_block_rows(rows);
   }
   std::int64_t total_tiles, total_padded_rows;
   std::int64_t tile_begin = block_exclusive_scan(my_tiles, warp_sums, &total_tiles);
@@ -199,9 +109,16 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
     for (int g = first; g < last; ++g) {
       const GroupRows rows = g == first ? first_rows : group_rows(p, g);
       const std::int64_t tiles = p.out_groups[g].tile_begin;
-      p.out_groups[g] = make_device_group(p, g, rows, tile_begin, tiles, padded_row);
+      core::ResolvedGroup rg;
+      p.out_groups[g] = make_device_group(p, g, rows, tile_begin, tiles, padded_row, &rg);
+      if (p.spec.layout == GroupLayout::pointer_array && tiles > 0) {
+        write_group_map(p.out_maps + 2 * g, p.a_template, p.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld,
+                        map_batch_stride_a(rg));
+        write_group_map(p.out_maps + 2 * g + 1, p.b_template, p.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld,
+                        map_batch_stride_b(rg));
+      }
       tile_begin += tiles;
-      padded_row += round_up(rows.m > 0 ? rows.m : 0, 128);
+      padded_row += group_scale_block_rows(rows);
     }
     if (p.spec.layout == GroupLayout::pointer_array) ptx::fence_tensormap_release();
   }

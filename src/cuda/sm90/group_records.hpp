@@ -1,0 +1,126 @@
+// The GEMM kernels' group records (DeviceGroup) from any description form, as __host__ __device__
+// code: the prepare kernel (prepare_groups.cu) builds them on the device when the descriptions live in
+// device memory; with host-resident descriptions the host builds them itself (cuda_backend.cpp) and
+// copies them with the status, so that no prepare kernel runs before the GEMM. Both go through these
+// functions, so the records cannot differ between the two.
+#pragma once
+
+#include <cstdint>
+
+#include "bsgemm/config.hpp"
+#include "bsgemm/recipe.hpp"
+#include "src/core/group_checks.hpp"
+#include "src/core/resolved_group.hpp"
+#include "src/core/tile_scheduler.hpp"
+#include "src/cuda/sm90/params.hpp"
+#include "src/cuda/sm90/tma_limits.hpp"
+
+namespace bsgemm::cuda {
+
+// Rows, first row (contiguous form) and validity of group g.
+struct GroupRows {
+  std::int64_t m = 0, begin = 0;
+  core::GroupCheck check;
+};
+
+BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
+  GroupRows r;
+  switch (p.spec.layout) {
+    case GroupLayout::pointer_array: {
+      const core::ResolvedGroup rg = core::resolve_pointer_array(p.spec, p.groups[g]);
+      r.m = rg.m;
+      r.check = core::check_group(p.spec, rg);
+      if (r.check.ok() && rg.m > 0) r.check = check_tma_limits(p.spec, rg, rg.l, rg.l);
+      break;
+    }
+    case GroupLayout::contiguous: {
+      std::int64_t end;
+      core::contiguous_bounds(p.moe, g, &r.begin, &end);
+      r.check = core::check_contiguous_bounds(r.begin, end, p.moe.rows);
+      r.m = end - r.begin;
+      break;
+    }
+    case GroupLayout::masked: {
+      r.m = p.moe.masked_m[g];
+      r.check = core::check_masked_rows(r.m, p.moe.rows);
+      break;
+    }
+  }
+  return r;
+}
+
+// Tiles of a valid group g with `rows`.
+BSGEMM_HD inline std::int64_t group_tiles(const PrepareParams& p, int g, const GroupRows& rows) {
+  const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
+  const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
+  return core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
+}
+
+// Rows group g takes in a blocked_128x4 SFA of the contiguous form (the next group's sfa_block_row0 is
+// this one's plus these).
+BSGEMM_HD inline std::int64_t group_scale_block_rows(const GroupRows& rows) {
+  return round_up(rows.m > 0 ? rows.m : 0, 128);
+}
+
+// The record of valid group g: its tiles are [tile_begin, tile_begin + tiles) of the whole sequence;
+// *resolved receives the group as resolved (the pointer-array form's maps are made from it).
+BSGEMM_HD inline DeviceGroup make_device_group(const PrepareParams& p, int g, const GroupRows& rows, std::int64_t tile_begin,
+                                               std::int64_t tiles, std::int64_t sfa_block_row0,
+                                               core::ResolvedGroup* resolved) {
+  core::ResolvedGroup rg;
+  DeviceGroup d{};
+  switch (p.spec.layout) {
+    case GroupLayout::pointer_array:
+      rg = core::resolve_pointer_array(p.spec, p.groups[g]);
+      d.a_map = p.out_maps + 2 * g;
+      d.b_map = p.out_maps + 2 * g + 1;
+      break;
+    case GroupLayout::contiguous:
+      rg = core::resolve_contiguous(p.spec, p.moe, g, rows.begin, rows.begin + rows.m, sfa_block_row0,
+                                    core::moe_alpha(p.moe, g), core::moe_beta(p.moe, g));
+      d.a_row0 = static_cast<std::int32_t>(rows.begin);
+      d.b_batch0 = g;
+      break;
+    case GroupLayout::masked:
+      rg = core::resolve_masked(p.spec, p.moe, g, static_cast<std::int32_t>(rows.m), core::moe_alpha(p.moe, g),
+                                core::moe_beta(p.moe, g));
+      d.a_batch0 = g;
+      d.b_batch0 = g;
+      break;
+  }
+  d.m = rg.m;
+  d.n = rg.n;
+  d.k = rg.k;
+  d.l = rg.l;
+  d.tile_begin = tile_begin;
+  d.tile_end = tile_begin + tiles;
+  d.tiles_m = static_cast<std::int32_t>(core::ceil_div(rg.m, p.block_m));
+  d.tiles_n = static_cast<std::int32_t>(core::ceil_div(rg.n, p.block_n));
+  d.sfa = rg.sfa.data;
+  d.sfb = rg.sfb.data;
+  d.sfa_ld = rg.sfa.ld;
+  d.sfa_batch_stride = rg.sfa.batch_stride;
+  d.sfb_ld = rg.sfb.ld;
+  d.sfb_batch_stride = rg.sfb.batch_stride;
+  d.c = rg.c.data;
+  d.d = const_cast<void*>(rg.d.data);
+  d.ldc = rg.c.ld;
+  d.batch_stride_c = rg.c.batch_stride;
+  d.ldd = rg.d.ld;
+  d.batch_stride_d = rg.d.batch_stride;
+  d.alpha = rg.alpha;
+  d.beta = rg.beta;
+  *resolved = rg;
+  return d;
+}
+
+// The batch strides (elements) of a pointer-array group's A and B maps: with one batch the stride is
+// never stepped, and TMA is given a valid one.
+BSGEMM_HD inline std::int64_t map_batch_stride_a(const core::ResolvedGroup& rg) {
+  return rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
+}
+BSGEMM_HD inline std::int64_t map_batch_stride_b(const core::ResolvedGroup& rg) {
+  return rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
+}
+
+}  // namespace bsgemm::cuda
