@@ -22,6 +22,9 @@ LABEL=${LABEL:-}
 KERNELS=${KERNELS:-grouped_}
 SAMPLING=${SAMPLING:-auto}
 EXAMPLE=${EXAMPLE:-0}
+# RUN_ARGS: further options of `bsgemm run`, e.g. "--mma-tiler-mn 32,384" (a tile against another; LABEL
+# keeps their files apart).
+read -r -a run_args <<<"${RUN_ARGS:-}"
 for recipe in $RECIPES; do
   a=${recipe%%:*} b=${recipe##*:} name=${recipe/:/-}$LABEL
   # lts__t_bytes: L2 traffic per second (the L2-bandwidth bound bench/NOTES.md discusses for fp8-block128).
@@ -36,7 +39,7 @@ for recipe in $RECIPES; do
     --section MemoryWorkloadAnalysis --section SourceCounters --metrics lts__t_bytes.sum.per_second \
     -o "$OUT/ncu-$name" -f \
     "$BSGEMM" run --a-recipe "$a" --b-recipe "$b" "${problem[@]}" --backend cuda \
-    --kernel-path "$KERNEL_PATH" --skip-ref-check --iterations 4 >"$OUT/ncu-$name.log" 2>&1
+    --kernel-path "$KERNEL_PATH" "${run_args[@]}" --skip-ref-check --iterations 4 >"$OUT/ncu-$name.log" 2>&1
   echo "ncu $recipe: rc=$?"
   ncu -i "$OUT/ncu-$name.ncu-rep" --page details >"$OUT/ncu-$name.txt" 2>&1
   ncu -i "$OUT/ncu-$name.ncu-rep" --page source --csv --print-source=sass >"$OUT/source-$name.csv" 2>/dev/null &&
