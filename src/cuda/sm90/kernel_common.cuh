@@ -44,7 +44,7 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   t.a_map = g.a_map != nullptr ? g.a_map : &p.a_map;
   t.b_map = g.b_map != nullptr ? g.b_map : &p.b_map;
   if (g.a_map != nullptr && group != *acquired_group) {
-    // The prepare kernel edited these maps through the generic proxy.
+    // The prepare kernel edited these maps, or the host copied them, through the generic proxy.
     ptx::fence_tensormap_acquire(t.a_map);
     ptx::fence_tensormap_acquire(t.b_map);
     *acquired_group = group;
