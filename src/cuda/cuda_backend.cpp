@@ -325,9 +325,11 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
   const std::size_t bytes = pointer_array ? layout.maps + 2 * static_cast<std::size_t>(groups) * sizeof(CUtensorMap)
                                           : layout.groups + static_cast<std::size_t>(groups) * sizeof(DeviceGroup);
-  std::vector<std::uint8_t> staged(bytes, 0);
-  auto* records = reinterpret_cast<DeviceGroup*>(staged.data() + layout.groups);
-  auto* maps = reinterpret_cast<CUtensorMap*>(staged.data() + layout.maps);
+  // Zeroed storage typed as tensor maps, so that it has their 64-byte alignment.
+  std::vector<CUtensorMap> storage((bytes + sizeof(CUtensorMap) - 1) / sizeof(CUtensorMap), CUtensorMap{});
+  auto* staged = reinterpret_cast<std::uint8_t*>(storage.data());
+  auto* records = reinterpret_cast<DeviceGroup*>(staged + layout.groups);
+  CUtensorMap* maps = pointer_array ? reinterpret_cast<CUtensorMap*>(staged + layout.maps) : nullptr;
   std::int64_t tile_begin = 0, sfa_block_row0 = 0;
   for (int g = 0; g < groups; ++g) {
     const GroupRows rows = group_rows(prepare, g);
@@ -352,8 +354,8 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
   status.failed_group = kNoFailure;
   status.spec = prepare.spec;
   status.total_tiles = tile_begin;
-  std::memcpy(staged.data() + layout.status, &status, sizeof status);
-  const cudaError_t e = cudaMemcpyAsync(workspace, staged.data(), bytes, cudaMemcpyHostToDevice, stream);
+  std::memcpy(staged + layout.status, &status, sizeof status);
+  const cudaError_t e = cudaMemcpyAsync(workspace, staged, bytes, cudaMemcpyHostToDevice, stream);
   if (e != cudaSuccess) return cuda_failure(e, "copying the group records to the workspace");
   return Status::success();
 }
