@@ -10,6 +10,7 @@
 #   CHECK_LABEL  this build's bench outputs are checked (--check); the others are only timed
 #   EXAMPLE=1    the reference system's example per recipe in EXAMPLE_RECIPES: the tool's median time and
 #                each kernel's duration (ncu, warm caches: prepare against GEMM)
+#   REPS=N       the timings N times over, the builds alternating (default 1; --check the first time only)
 #   GPU_TIER=LABEL  that build gets the tests too and runs the GPU tier (ctest -R ^Gpu) after the timings
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
@@ -20,6 +21,7 @@ CHECK_LABEL=${CHECK_LABEL:-}
 EXAMPLE=${EXAMPLE:-0}
 EXAMPLE_RECIPES=${EXAMPLE_RECIPES:-fp8-block128 mxfp8 nvfp4}
 GPU_TIER=${GPU_TIER:-}
+REPS=${REPS:-1}
 GTEST_ARGS=()
 [ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
 
@@ -41,12 +43,13 @@ for spec in "$@"; do
 done
 wait
 
+for round in $(seq "$REPS"); do
 for spec in "$@"; do
   label=${spec%%=*}
   bin=/tmp/compare-$label/bsgemm
   if [ -n "$BENCH_ARGS" ]; then
     check=()
-    [ "$label" = "$CHECK_LABEL" ] && check=(--check)
+    [ "$label" = "$CHECK_LABEL" ] && [ "$round" = 1 ] && check=(--check)
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
     timeout 200 "$bin" bench --cases "$CASES" --backend cuda $BENCH_ARGS "${check[@]}" 2>/dev/null |
       grep -E '^[a-z]+-' | sed "s/^/$label /"
@@ -55,6 +58,7 @@ for spec in "$@"; do
     # shellcheck disable=SC2086  # EXAMPLE_RECIPES is a list of recipes
     bash scripts/example-kernels.sh "$bin" $EXAMPLE_RECIPES | sed "s/^/$label /"
   fi
+done
 done
 
 if [ -n "$GPU_TIER" ]; then
