@@ -6,9 +6,11 @@
 //   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a given group count
 //   bsgemm::run(args, opts, workspace, bytes, stream);
 //
-// The CUDA back end needs no host synchronisation and no allocation inside run(): with
-// device-resident descriptions (MemoryLocation::device) the call can be captured in a CUDA
-// graph and replayed with new sizes written to the same device arrays.
+// The CUDA back end needs no host synchronisation and no device allocation inside run(). With
+// host-resident descriptions run() builds the groups' records on the host and copies them, and
+// the GEMM kernel is the only launch; with device-resident descriptions (MemoryLocation::device)
+// a small prepare kernel builds them first, and the call can be captured in a CUDA graph and
+// replayed with new sizes written to the same device arrays.
 #pragma once
 
 #include <cstddef>

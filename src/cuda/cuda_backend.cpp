@@ -318,16 +318,21 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
 // device: the prepare kernel's single CTA took 12.8 us of the reference example's 41 us (bench/NOTES.md,
 // version 12b). `prepare` holds the host arrays and the workspace's device addresses of the records and
 // maps. The transfer reads pageable memory, which cudaMemcpyAsync stages before it returns, so the
-// buffer may go when this function does.
+// buffer is free for the next call as soon as this one returns: one per thread, grown when a call has
+// more groups than any before, else reused (run() allocates nothing in steady state).
 Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
                          const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream) {
   const int groups = prepare.num_groups;
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
   const std::size_t bytes = pointer_array ? layout.maps + 2 * static_cast<std::size_t>(groups) * sizeof(CUtensorMap)
                                           : layout.groups + static_cast<std::size_t>(groups) * sizeof(DeviceGroup);
-  // Zeroed storage typed as tensor maps, so that it has their 64-byte alignment.
-  std::vector<CUtensorMap> storage((bytes + sizeof(CUtensorMap) - 1) / sizeof(CUtensorMap), CUtensorMap{});
+  // Storage typed as tensor maps, so that it has their 64-byte alignment; zeroed on every call (the
+  // records' padding and the unused maps of empty groups are copied too).
+  thread_local std::vector<CUtensorMap> storage;
+  const std::size_t count = (bytes + sizeof(CUtensorMap) - 1) / sizeof(CUtensorMap);
+  if (storage.size() < count) storage.resize(count);
   auto* staged = reinterpret_cast<std::uint8_t*>(storage.data());
+  std::memset(staged, 0, bytes);
   auto* records = reinterpret_cast<DeviceGroup*>(staged + layout.groups);
   CUtensorMap* maps = pointer_array ? reinterpret_cast<CUtensorMap*>(staged + layout.maps) : nullptr;
   std::int64_t tile_begin = 0, sfa_block_row0 = 0;
