@@ -322,10 +322,10 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
 // more groups than any before, else reused (run() allocates nothing in steady state).
 Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
                          const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream) {
-  const int groups = prepare.num_groups;
+  const std::size_t groups = static_cast<std::size_t>(prepare.num_groups);
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
-  const std::size_t bytes = pointer_array ? layout.maps + 2 * static_cast<std::size_t>(groups) * sizeof(CUtensorMap)
-                                          : layout.groups + static_cast<std::size_t>(groups) * sizeof(DeviceGroup);
+  const std::size_t bytes = pointer_array ? layout.maps + 2 * groups * sizeof(CUtensorMap)
+                                          : layout.groups + groups * sizeof(DeviceGroup);
   // Storage typed as tensor maps, so that it has their 64-byte alignment; zeroed on every call (the
   // records' padding and the unused maps of empty groups are copied too).
   thread_local std::vector<CUtensorMap> storage;
@@ -335,30 +335,23 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
   std::memset(staged, 0, bytes);
   auto* records = reinterpret_cast<DeviceGroup*>(staged + layout.groups);
   CUtensorMap* maps = pointer_array ? reinterpret_cast<CUtensorMap*>(staged + layout.maps) : nullptr;
-  std::int64_t tile_begin = 0, sfa_block_row0 = 0;
-  for (int g = 0; g < groups; ++g) {
-    const GroupRows rows = group_rows(prepare, g);
-    if (!rows.check.ok()) return core::to_status(rows.check, g, prepare.spec);  // can_implement let it through
-    const std::int64_t tiles = group_tiles(prepare, g, rows);
-    core::ResolvedGroup rg;
-    records[g] = make_device_group(prepare, g, rows, tile_begin, tiles, sfa_block_row0, &rg);
-    if (pointer_array && tiles > 0) {
-      if (Status s = encode_operand_map(&maps[2 * g], prepare.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld,
-                                        map_batch_stride_a(rg), kernel.block_m, kernel.decode);
-          !s.ok())
-        return Status::error(s.code, g, "a", "its tensor map: " + s.message);
-      if (Status s = encode_operand_map(&maps[2 * g + 1], prepare.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l,
-                                        rg.b.ld, map_batch_stride_b(rg), b_box_rows, kernel.decode);
-          !s.ok())
-        return Status::error(s.code, g, "b", "its tensor map: " + s.message);
-    }
-    tile_begin += tiles;
-    sfa_block_row0 += group_scale_block_rows(rows);
-  }
   DeviceStatus status{};
+  const Status built = build_group_records(
+      prepare, records, &status.total_tiles, [&](int g, const core::ResolvedGroup& rg, std::int64_t tiles) {
+        if (!pointer_array || tiles == 0) return Status::success();
+        if (Status s = encode_operand_map(&maps[2 * g], prepare.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld,
+                                          map_batch_stride_a(rg), kernel.block_m, kernel.decode);
+            !s.ok())
+          return Status::error(s.code, g, "a", "its tensor map: " + s.message);
+        if (Status s = encode_operand_map(&maps[2 * g + 1], prepare.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l,
+                                          rg.b.ld, map_batch_stride_b(rg), b_box_rows, kernel.decode);
+            !s.ok())
+          return Status::error(s.code, g, "b", "its tensor map: " + s.message);
+        return Status::success();
+      });
+  if (!built.ok()) return built;  // can_implement has checked the groups already; the maps may still fail
   status.failed_group = kNoFailure;
   status.spec = prepare.spec;
-  status.total_tiles = tile_begin;
   std::memcpy(staged + layout.status, &status, sizeof status);
   const cudaError_t e = cudaMemcpyAsync(workspace, staged, bytes, cudaMemcpyHostToDevice, stream);
   if (e != cudaSuccess) return cuda_failure(e, "copying the group records to the workspace");

@@ -188,7 +188,8 @@ TEST(PlannerRules, RegisterOperandTileWidth) {
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
 
 // The records of every group of `w` in order, as copy_host_records (cuda_backend.cpp) builds them.
-std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, int block_n) {
+std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, int block_n,
+                                            std::int64_t* total_tiles = nullptr) {
   const GemmArguments& a = w.args();
   cuda::PrepareParams p{};
   p.spec = core::make_call_spec(a);
@@ -198,17 +199,12 @@ std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, 
   p.groups = a.groups;
   p.moe = a.moe;
   p.out_maps = reinterpret_cast<CUtensorMap*>(std::uintptr_t{1} << 20);  // a device address, never dereferenced
-  std::vector<cuda::DeviceGroup> records;
-  std::int64_t tile = 0, scale_row = 0;
-  for (int g = 0; g < p.num_groups; ++g) {
-    const cuda::GroupRows rows = cuda::group_rows(p, g);
-    EXPECT_TRUE(rows.check.ok()) << "group " << g;
-    const std::int64_t tiles = cuda::group_tiles(p, g, rows);
-    core::ResolvedGroup rg;
-    records.push_back(cuda::make_device_group(p, g, rows, tile, tiles, scale_row, &rg));
-    tile += tiles;
-    scale_row += cuda::group_scale_block_rows(rows);
-  }
+  std::vector<cuda::DeviceGroup> records(static_cast<std::size_t>(p.num_groups));
+  std::int64_t total = -1;
+  const Status s = cuda::build_group_records(p, records.data(), &total,
+                                             [](int, const core::ResolvedGroup&, std::int64_t) { return Status::success(); });
+  EXPECT_TRUE(s.ok()) << s.message;
+  if (total_tiles != nullptr) *total_tiles = total;
   return records;
 }
 
@@ -219,8 +215,10 @@ TEST(GroupRecords, ContiguousRowsTilesAndOutputs) {
   s.groups = {{130, 256, 128, 1}, {0, 256, 128, 1}, {1, 256, 128, 1}, {300, 256, 128, 1}};
   HostWorkload w;
   ASSERT_TRUE(HostWorkload::create(s, &w).ok());
-  const std::vector<cuda::DeviceGroup> r = host_records(w, 128, 128);
+  std::int64_t total = 0;
+  const std::vector<cuda::DeviceGroup> r = host_records(w, 128, 128, &total);
   ASSERT_EQ(r.size(), 4u);
+  EXPECT_EQ(total, 4 + 0 + 2 + 6);
   const std::int64_t tiles[] = {4, 0, 2, 6}, first_row[] = {0, 130, 130, 131};
   std::int64_t tile = 0;
   for (int g = 0; g < 4; ++g) {

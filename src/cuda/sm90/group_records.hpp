@@ -12,6 +12,7 @@
 #include "src/core/group_checks.hpp"
 #include "src/core/resolved_group.hpp"
 #include "src/core/tile_scheduler.hpp"
+#include "src/core/validate.hpp"
 #include "src/cuda/sm90/params.hpp"
 #include "src/cuda/sm90/tma_limits.hpp"
 
@@ -121,6 +122,26 @@ BSGEMM_HD inline std::int64_t map_batch_stride_a(const core::ResolvedGroup& rg) 
 }
 BSGEMM_HD inline std::int64_t map_batch_stride_b(const core::ResolvedGroup& rg) {
   return rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
+}
+
+// Every group's record in order, on the host (the prepare kernel computes the same ones with its threads
+// in parallel): on_group(g, resolved group, tiles) returns a Status and sees each group after its record,
+// for the pointer-array form's maps. *total_tiles receives the tiles of all groups.
+template <class OnGroup>
+Status build_group_records(const PrepareParams& p, DeviceGroup* records, std::int64_t* total_tiles, OnGroup&& on_group) {
+  std::int64_t tile_begin = 0, sfa_block_row0 = 0;
+  for (int g = 0; g < p.num_groups; ++g) {
+    const GroupRows rows = group_rows(p, g);
+    if (!rows.check.ok()) return core::to_status(rows.check, g, p.spec);
+    const std::int64_t tiles = group_tiles(p, g, rows);
+    core::ResolvedGroup rg;
+    records[g] = make_device_group(p, g, rows, tile_begin, tiles, sfa_block_row0, &rg);
+    if (Status s = on_group(g, rg, tiles); !s.ok()) return s;
+    tile_begin += tiles;
+    sfa_block_row0 += group_scale_block_rows(rows);
+  }
+  *total_tiles = tile_begin;
+  return Status::success();
 }
 
 }  // namespace bsgemm::cuda
