@@ -359,7 +359,7 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
 }
 
 // True while `stream` is being captured into a CUDA graph: a captured copy would read the host buffer at
-// every replay, after copy_host_records has freed it, so capture takes the prepare kernel's path.
+// every replay, after later calls have rewritten it, so capture takes the prepare kernel's path.
 bool capturing(cudaStream_t stream) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
@@ -495,25 +495,24 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   const bool host_records = host && !capturing(stream);
   // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
   const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
-  if (args.layout == GroupLayout::pointer_array && !host_records) {
-    if (host) {
+  if (args.layout == GroupLayout::pointer_array) {
+    prepare.groups = args.groups;
+    if (host && !host_records) {
       if (Status s = stage_array(args.groups, static_cast<std::size_t>(groups), ws, layout.descriptions, stream, &prepare.groups);
           !s.ok())
         return s;
-    } else {
-      prepare.groups = args.groups;
     }
     // Templates: everything but address, dims and strides, which the prepare kernel fills per group.
-    if (Status s = encode_operand_map(&prepare.a_template, args.a_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      plan.kernel.block_m, plan.kernel.decode);
-        !s.ok())
-      return s;
-    if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
-                                      b_box_rows, plan.kernel.decode);
-        !s.ok())
-      return s;
-  } else if (args.layout == GroupLayout::pointer_array) {
-    prepare.groups = args.groups;
+    if (!host_records) {
+      if (Status s = encode_operand_map(&prepare.a_template, args.a_type.element, workspace, 128, 256, 1, 128, 128 * 256,
+                                        plan.kernel.block_m, plan.kernel.decode);
+          !s.ok())
+        return s;
+      if (Status s = encode_operand_map(&prepare.b_template, args.b_type.element, workspace, 128, 256, 1, 128, 128 * 256,
+                                        b_box_rows, plan.kernel.decode);
+          !s.ok())
+        return s;
+    }
   } else {
     prepare.moe = args.moe;
     if (host && !host_records) {

@@ -37,7 +37,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
     const TileOutput output = tile_output(p, g, c.l);
 #pragma unroll
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
-      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + (consumer * Traits::kSlabs + slab) * 64;
+      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);
       store_warpgroup_tile<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
                                    static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer,
                                    /*transposed=*/true);
@@ -67,20 +67,27 @@ struct SwappedCombination {
   template <int Tokens, int Slabs = 2>
   using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs>;
 
+  // f(traits) with the instantiation of tile block_m x block_n (a value of its traits type); false when
+  // there is none.
+  template <class F>
+  static bool with_tile(int block_m, int block_n, F&& f) {
+    if (block_m == 32 && block_n == 256) return f(Traits<32>{}), true;
+    if (block_m == 64 && block_n == 256) return f(Traits<64>{}), true;
+    if (block_m == 32 && block_n == 384) return f(Traits<32, 3>{}), true;
+    return false;
+  }
   static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
-    if (choice.block_m == 32 && choice.block_n == 256)
-      return launch_persistent<Traits<32>>(grouped_swapped_kernel<Traits<32>>, params, grid, stream);
-    if (choice.block_m == 64 && choice.block_n == 256)
-      return launch_persistent<Traits<64>>(grouped_swapped_kernel<Traits<64>>, params, grid, stream);
-    if (choice.block_m == 32 && choice.block_n == 384)
-      return launch_persistent<Traits<32, 3>>(grouped_swapped_kernel<Traits<32, 3>>, params, grid, stream);
-    return cudaErrorInvalidValue;
+    cudaError_t e = cudaErrorInvalidValue;
+    with_tile(choice.block_m, choice.block_n, [&](auto traits) {
+      using T = decltype(traits);
+      e = launch_persistent<T>(grouped_swapped_kernel<T>, params, grid, stream);
+    });
+    return e;
   }
   static int stages(int block_m, int block_n) {
-    if (block_m == 32 && block_n == 256) return Traits<32>::kStages;
-    if (block_m == 64 && block_n == 256) return Traits<64>::kStages;
-    if (block_m == 32 && block_n == 384) return Traits<32, 3>::kStages;
-    return 0;
+    int stages = 0;
+    with_tile(block_m, block_n, [&](auto traits) { stages = decltype(traits)::kStages; });
+    return stages;
   }
   static bool matches(const KernelChoice& c) {
     return c.swapped && c.a_packed == APacked && c.a_scales == AScales && c.b_packed && c.b_scales == BScales;

@@ -1,12 +1,13 @@
 // Compile-time shape of one instantiation of the register-operand kernel (kernel_swapped.cuh): decode-
 // sized groups (at most 64 tokens) with FP4 weights.
 //
-// It computes D^T = W X^T: the weights W (B, 256 rows per tile) are wgmma's A operand, decoded from the
-// packed tile straight into each thread's fragment registers; the tokens X (A, Tokens rows per tile) are
-// decoded once per CTA into a small bf16 tile in shared memory, wgmma's B operand. Each consumer
+// It computes D^T = W X^T: the weights W (B, 256 or 384 rows per tile) are wgmma's A operand, decoded from
+// the packed tile straight into each thread's fragment registers; the tokens X (A, Tokens rows per tile)
+// are decoded once per CTA into a small bf16 tile in shared memory, wgmma's B operand. Each consumer
 // warpgroup owns 64 x Slabs weight rows as 64-row slabs: two (256-weight tiles), or three at 32 tokens
-// (384-weight tiles, whose per-stage waits, token decode and addressing spread over 1.5x the weights). Weight decoding thus costs no shared-memory round
-// trip, and only the few token rows are written back decoded.
+// (384-weight tiles, whose per-stage waits, token decode and addressing spread over 1.5x the weights).
+// Weight decoding thus costs no shared-memory round trip, and only the few token rows are written back
+// decoded.
 //
 // A thread's A fragment of a 64x16 step holds K positions {2q, 2q+1, 2q+8, 2q+9} (q = lane % 4) of rows
 // g and g + 8 (g = lane / 4 within the warp's 16). Within each 64-deep slice the kernel feeds logical slot

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 
+#include "bsgemm/recipe.hpp"
 #include "src/cuda/ptx/fp8_kind.hpp"
 #include "src/cuda/sm90/params.hpp"
 
@@ -41,11 +42,11 @@ inline bool forcible_swapped_tile(int block_m, int block_n) { return block_m == 
 // tile holds 32 tokens, the weights carry mx32 scales and the padding past n_max stays within 1/32 of
 // n_max more than 256's, else two (256). The third slab spreads a stage's fixed cost (waits, token decode,
 // addressing) over 1.5x the weights: decode-G128-M16 -8.5% (mxfp4) and -6.4% (mxfp8:mxfp4) on the H200,
-// but +7% for nvfp4 and +0.3% for mxfp8:nvfp4, whose twice as many scales leave five stages (bench/NOTES.md,
+// but +7% for nvfp4 and +0.3% for mxfp8:nvfp4 (nv16 weights: why is not yet separated, bench/NOTES.md
 // version 12).
 inline int swapped_tile_weights(int tokens, std::int64_t n_max, ScaleGranularity weight_scales) {
   if (tokens != 32 || n_max <= 0 || weight_scales != ScaleGranularity::mx32) return 256;
-  const std::int64_t pad384 = (n_max + 383) / 384 * 384 - n_max, pad256 = (n_max + 255) / 256 * 256 - n_max;
+  const std::int64_t pad384 = round_up(n_max, 384) - n_max, pad256 = round_up(n_max, 256) - n_max;
   return pad384 <= pad256 + n_max / 32 ? 384 : 256;
 }
 

@@ -52,10 +52,9 @@ struct SwappedMainloop {
     release_lane = t % 32 == 0;
   }
 
-  // Tile-local weight row of a slab's row g (upper = 0) or g + 8 (upper = 1).
-  __device__ int weight_row(int slab, int upper) const {
-    return (consumer * kSlabs + slab) * 64 + warp * 16 + g + 8 * upper;
-  }
+  // Tile-local weight row of this warpgroup's slab's first row, and of its row g (upper = 0) or g + 8 (upper = 1).
+  __device__ int slab_row0(int slab) const { return (consumer * kSlabs + slab) * 64; }
+  __device__ int weight_row(int slab, int upper) const { return slab_row0(slab) + warp * 16 + g + 8 * upper; }
 
   // This thread's weights of half `half` of raw stage s: stored positions 64 half + 16 q .. + 15 of each
   // of its rows, one 8-byte load each, decoded and scaled into fragments.
