@@ -131,6 +131,21 @@ std::vector<std::int64_t> host_group_rows(const GemmArguments& args) {
   return rows;
 }
 
+// The tiles of `args` for choosing fp8-block128's tile width: per group where the host sees the rows (`rows`
+// from host_group_rows), else the MoE forms' groups at their average (contiguous) or largest (masked) row
+// count; nothing for device-resident pointer arrays, which keep 128 x 128.
+Block128TileWork block128_work(const GemmArguments& args, const std::vector<std::int64_t>& rows) {
+  Block128TileWork work;
+  const bool moe = args.layout != GroupLayout::pointer_array;
+  if (!rows.empty()) {
+    for (std::size_t g = 0; g < rows.size(); ++g) work.add(rows[g], moe ? args.moe.n : args.groups[g].n);
+  } else if (moe && args.moe.num_groups > 0) {
+    const std::int64_t m = args.layout == GroupLayout::masked ? args.moe.rows : args.moe.rows / args.moe.num_groups;
+    work.add(m, args.moe.n, args.moe.num_groups);
+  }
+  return work;
+}
+
 // The tile shape. Groups of at most 64 rows (decode) would waste half of a 128-row tile, and they are
 // bandwidth-bound, so they get 64-row tiles that are 256 wide (both consumer warpgroups share the rows
 // and split the columns). Everything else gets 128 x 128. "Small" is judged by where the work is:
@@ -178,6 +193,10 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
   } else {
     plan->kernel.block_m = 128;
     plan->kernel.block_n = n_max <= 64 ? 64 : 128;
+    if (is_block128(args) && !plan->kernel.decode && block128_work(args, rows).wide_pays(sm_count())) {
+      plan->kernel.block_n = 192;
+      plan->reason += "; 128 x 192 (fewer bytes per multiply-add)";
+    }
   }
 }
 
@@ -409,10 +428,16 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
                            "path fp8 does not use: use --kernel-path bf16 or auto, or another tile");
-    if (!tile_supported(options.tile_m, options.tile_n) && !swap)
+    const bool wide = block128_wide_tile(options.tile_m, options.tile_n);
+    if (wide && (!is_block128(args) || use_bf16_path(args, options)))
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile " + tile + " is built for fp8-block128 (A and B) on the FP8 kernel only, not for " +
+                               to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use another tile");
+    if (!tile_supported(options.tile_m, options.tile_n) && !swap && !wide)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
-                               " (and 32,256 or 32,384 for FP4 weights with mxfp8 or same-recipe tokens)");
+                               " (and 128,192 for fp8-block128, 32,256 or 32,384 for FP4 weights with mxfp8 or same-recipe "
+                               "tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +

@@ -185,6 +185,30 @@ TEST(PlannerRules, RegisterOperandTileWidth) {
   EXPECT_EQ(cuda::tma_box_loads(256), 1);
 }
 
+TEST(PlannerRules, Block128WideTile) {
+  const auto pays = [](std::int64_t m, std::int64_t n, std::int64_t groups) {
+    cuda::Block128TileWork w;
+    w.add(m, n, groups);
+    return w.wide_pays(132);
+  };
+  EXPECT_TRUE(pays(4096, 4096, 8));    // prefill-uniform: 3% of padding
+  EXPECT_TRUE(pays(1024, 7168, 32));   // down-skew's N: 1.8%
+  EXPECT_FALSE(pays(4096, 256, 8));    // 50% of padding
+  EXPECT_TRUE(pays(4096, 1280, 8));    // 1344 / 1280: 5% exactly, the limit
+  EXPECT_TRUE(pays(4096, 1100, 8));    // both pad to 1152
+  EXPECT_FALSE(pays(4096, 1000, 8));   // 1152 against 1024: 12.5%
+  EXPECT_FALSE(pays(4096, 640, 8));    // 768 against 640: 20%
+  EXPECT_FALSE(pays(256, 4096, 1));    // 64 tiles: not four waves
+  cuda::Block128TileWork w;
+  w.add(0, 4096);
+  w.add(-1, 4096);
+  EXPECT_EQ(w.tiles128, 0);
+  w.add(129, 4096, 2);
+  EXPECT_EQ(w.tiles128, 2 * 2 * 32);
+  EXPECT_EQ(w.columns128, 2 * 2 * 4096);
+  EXPECT_EQ(w.columns192, 2 * 2 * 4224);
+}
+
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
 
 // The records of every group of `w` in order, as copy_host_records (cuda_backend.cpp) builds them.
@@ -413,10 +437,23 @@ TEST_P(GpuTiles, EveryTileShape) {
   const RecipeVariant v = variant();
   std::uint64_t seed = seed_base(900000);
   for (const auto& tile :
-       std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {32, 256}, {32, 384}}) {
+       std::vector<std::pair<int, int>>{{128, 128}, {128, 64}, {64, 256}, {64, 128}, {128, 192}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile.first;
     o.tile_n = tile.second;
+    const bool block128 = v.a.recipe == Recipe::fp8_block128 && v.b.recipe == Recipe::fp8_block128;
+    if (tile.second == 192 && !block128) {
+      // fp8-block128's own tile: every other recipe is refused before anything runs.
+      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({128}, 256, 256), ++seed);
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+      o.backend = Backend::cuda;
+      o.path = v.path;
+      const Status st = can_implement(host.args(), o);
+      EXPECT_EQ(st.code, StatusCode::not_supported) << v.name << ": " << st.message;
+      EXPECT_EQ(st.field, "tile");
+      continue;
+    }
     const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
     const bool swappable = fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8);
     if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
@@ -447,6 +484,28 @@ TEST_P(GpuTiles, EveryTileShape) {
     }
     run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({150, 5, 64, 0, 260}, 264, 256), ++seed),
                   MemoryLocation::device, o);
+  }
+}
+
+// fp8-block128's 128 x 192 tile in every layout and output type: its odd column tiles start 64 columns
+// into a 128-column block of B, so that their consumers switch B's scale inside the tile; N and K end
+// inside a tile and inside a block, and C comes in through beta.
+TEST(GpuShapes, Block128WideTile) {
+  SKIP_WITHOUT_GPU();
+  RunOptions o;
+  o.tile_m = 128;
+  o.tile_n = 192;
+  std::uint64_t seed = 990000;
+  for (std::size_t variant = 0; variant < 2; ++variant) {
+    const RecipeVariant v = recipe_variants()[variant];
+    for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked, GroupLayout::pointer_array})
+      for (const DataType d : {DataType::bf16, DataType::f16, DataType::f32}) {
+        std::vector<GroupShape> groups = moe_groups({150, 5, 0, 260}, 456, 328);
+        if (layout == GroupLayout::pointer_array) groups = {{150, 456, 328, 1}, {7, 200, 128, 2}, {300, 64, 72, 1}};
+        WorkloadSpec s = make_spec(v, layout, d, groups, ++seed);
+        s.beta = d == DataType::f32 ? 0.5f : 0.0f;
+        run_and_check(v, s, MemoryLocation::host, o);
+      }
   }
 }
 

@@ -107,7 +107,7 @@ __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
 
 // The roles of the 384 threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales
 // (loader index 0-2), warpgroups 1-2 consume (index 0-1); setmaxnreg moves registers to the consumers.
-template <int ProducerRegisters, class Tma, class Loader, class Consumer>
+template <int ProducerRegisters, int ConsumerRegisters = kConsumerRegisters, class Tma, class Loader, class Consumer>
 __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&& consumer) {
   const int warp = threadIdx.x / 32;
   if (warp < 4) {
@@ -118,7 +118,7 @@ __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&&
       loader(warp - 1);
     }
   } else {
-    ptx::setmaxnreg_inc<kConsumerRegisters>();
+    ptx::setmaxnreg_inc<ConsumerRegisters>();
     consumer(warp / 4 - 1);
   }
 }

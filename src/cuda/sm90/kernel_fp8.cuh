@@ -98,9 +98,11 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
     for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
+    const int first_block_chunks = mainloop.first_block_chunks(c.n_block);
     for (int kb = 0; kb < k_blocks; ++kb) {
       pipe.consumer_wait(state);
-      mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, acc, result);
+      mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, first_block_chunks,
+                                acc, result);
       // The scales were read into registers and the wgmma reads have completed: release the stage.
       __syncwarp();
       if (lane == 0) pipe.consumer_release(state);
@@ -134,17 +136,26 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
   }
   __syncthreads();
 
-  run_roles<Traits::kProducerRegisters>([&] { produce_tiles<Traits>(p, ss, pipe); },
+  run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>([&] { produce_tiles<Traits>(p, ss, pipe); },
                                         [&](int loader) { load_scales<Traits>(p, ss, pipe, loader); },
                                         [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
-// The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kTiles): its
-// launch, and its pipeline depth (for describe_plan).
+// visit_tile, plus fp8-block128's 128 x 192 tile where TraitsOf is fp8-block128's (launch.hpp).
+template <template <int, int> class TraitsOf, class F>
+bool visit_fp8_tile(int block_m, int block_n, F&& f) {
+  using Narrow = TraitsOf<128, 128>;
+  if constexpr (Narrow::kScales == ScaleGranularity::block128 && !Narrow::kAnyPacked)
+    if (block128_wide_tile(block_m, block_n)) return f(TraitsOf<128, 192>{}), true;
+  return visit_tile<TraitsOf>(block_m, block_n, f);
+}
+
+// The instantiation of TraitsOf<BlockM, BlockN> for the choice's tile (one of launch.hpp's kTiles, or the
+// wide fp8-block128 tile): its launch, and its pipeline depth (for describe_plan).
 template <template <int, int> class TraitsOf>
 cudaError_t launch_for_tile(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
   cudaError_t e = cudaErrorInvalidValue;
-  visit_tile<TraitsOf>(choice.block_m, choice.block_n, [&](auto traits) {
+  visit_fp8_tile<TraitsOf>(choice.block_m, choice.block_n, [&](auto traits) {
     using Traits = decltype(traits);
     e = launch_persistent<Traits>(grouped_fp8_kernel<Traits>, params, grid, stream);
   });
@@ -154,7 +165,7 @@ cudaError_t launch_for_tile(const KernelChoice& choice, const KernelParams& para
 template <template <int, int> class TraitsOf>
 int stages_for_tile(int block_m, int block_n) {
   int stages = 0;
-  visit_tile<TraitsOf>(block_m, block_n, [&](auto traits) { stages = decltype(traits)::kStages; });
+  visit_fp8_tile<TraitsOf>(block_m, block_n, [&](auto traits) { stages = decltype(traits)::kStages; });
   return stages;
 }
 

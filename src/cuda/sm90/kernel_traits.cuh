@@ -23,6 +23,11 @@ inline constexpr int kScaleLoaderWarps = 3;       // warps 1-3 of the producer w
 // total may not exceed what the CTA was launched with, or setmaxnreg.inc waits forever.
 inline constexpr int kLaunchRegisters = 65536 / kKernelThreads / 8 * 8;
 inline constexpr int kConsumerRegisters = 192;
+// fp8-block128's 128 x 192 tile: 96 accumulator and 96 result registers per consumer thread, which fit 224
+// without spills; the producer warpgroup (the TMA thread and the block128 scale gathers, four rows per
+// lane) keeps 56, enough since the scale loaders hold row addresses instead of base and offsets.
+inline constexpr int kWideConsumerRegisters = 224;
+inline constexpr int kWideProducerRegisters = 56;
 inline constexpr std::size_t kSharedMemoryLimit = 232448;  // sm_90 opt-in maximum per block
 inline constexpr int kEpiloguePitch = 36;  // floats per staged row: 32 + 4 keeps float4 reads conflict-free
 
@@ -47,9 +52,6 @@ struct Fp8KernelTraits {
   static constexpr bool kBPacked = BPacked;
   static constexpr bool kAnyPacked = APacked || BPacked;
   // Widening FP4 tiles next to the scale gathers needs the producer warpgroup's whole share.
-  static constexpr int kProducerRegisters = kAnyPacked ? 120 : 112;
-  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters,
-                "setmaxnreg would ask for more registers than the CTA holds");
   static constexpr ScaleGranularity kScales = Scales;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
@@ -57,15 +59,25 @@ struct Fp8KernelTraits {
   static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;  // wgmma N of one consumer warpgroup
   static constexpr int kAccumulators = kWarpgroupN / 2;           // fp32 registers per accumulator per thread
+  // Only fp8-block128 (one scale product per row, no FP4 widening) can run its producers in 56 registers.
+  static constexpr bool kWideAccumulators = kWarpgroupN > 128;
+  static_assert(!kWideAccumulators || (Scales == ScaleGranularity::block128 && !kAnyPacked && kWarpgroupN == 192),
+                "more than 128 columns per consumer warpgroup only for fp8-block128's 128 x 192 tile");
+  static constexpr int kConsumerRegs = kWideAccumulators ? kWideConsumerRegisters : kConsumerRegisters;
+  static constexpr int kProducerRegisters = kWideAccumulators ? kWideProducerRegisters : kAnyPacked ? 120 : 112;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters,
+                "setmaxnreg would ask for more registers than the CTA holds");
   // The epilogue stores straight from the registers (epilogue.cuh) where that measured faster: mxfp8,
   // whose tiles are long (promotion every 32 of K), +3-4%; fp8-block128 lost 1-6% (its short tiles end in
   // bursts of stores, and 4-byte stores take twice the L2 write transactions of the staged 16-byte ones;
   // bench/NOTES.md session 6).
   static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);
-  // With fp8-block128 one B scale covers 128 columns; a consumer's columns must not straddle two.
-  static_assert(Scales != ScaleGranularity::block128 || 128 % kWarpgroupN == 0 || kWarpgroupN % 128 == 0);
-  static_assert(Scales != ScaleGranularity::block128 || kWarpgroupN <= 128);
+  // With fp8-block128 one B scale covers 128 columns. A consumer's columns straddle two such blocks only in
+  // the 192-wide tile, whose tiles start at a multiple of 64: the boundary then falls between two 8-column
+  // fragment chunks (mainloop_fp8.cuh), at 64 or 128.
+  static_assert(Scales != ScaleGranularity::block128 || 128 % kWarpgroupN == 0 || kWarpgroupN % 128 == 0 ||
+                kWarpgroupN == 192);
 
   static constexpr int kScaleSteps = Scales == ScaleGranularity::mx32 ? kBlockK / 32 : 1;
   // Rows of A scales per stage: one per 32-deep step (mxfp8), or one per 128 columns of the tile with

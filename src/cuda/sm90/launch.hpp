@@ -30,6 +30,32 @@ struct KernelChoice {
 // The tile shapes both kernels are built for (block_m x block_n).
 inline constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}};
 
+// fp8-block128's 128 x 192 tile (the FP8 kernel only): a sixth fewer bytes of A and B per multiply-add
+// than 128 x 128, for consumers holding 192 fp32 registers of results and partial sums
+// (kernel_traits.cuh).
+inline bool block128_wide_tile(int block_m, int block_n) { return block_m == 128 && block_n == 192; }
+
+// The output tiles of a problem at 128 rows per tile, counted for 128 and 192 columns, to choose between
+// fp8-block128's 128 x 128 and 128 x 192 tiles (add() once per group, or per `count` alike groups).
+struct Block128TileWork {
+  std::int64_t tiles128 = 0;    // 128 x 128 tiles
+  std::int64_t columns128 = 0;  // row blocks x padded columns, for 128 and 192 columns per tile
+  std::int64_t columns192 = 0;
+  void add(std::int64_t m, std::int64_t n, std::int64_t count = 1) {
+    if (m <= 0 || n <= 0) return;
+    const std::int64_t row_blocks = (m + 127) / 128 * count;
+    tiles128 += row_blocks * ((n + 127) / 128);
+    columns128 += row_blocks * round_up(n, 128);
+    columns192 += row_blocks * round_up(n, 192);
+  }
+  // 128 x 192 moves a sixth fewer bytes of A and B per multiply-add (+2-5% on the H200's prefill cases,
+  // bench/NOTES.md version 13) but pads N to a multiple of 192 and makes fewer, longer tiles: taken where the
+  // padding adds at most 5% and the 128 x 128 tiles would fill the `sms` multiprocessors four times over.
+  bool wide_pays(int sms) const {
+    return tiles128 >= 4 * static_cast<std::int64_t>(sms) && 100 * columns192 <= 105 * columns128;
+  }
+};
+
 // The register-operand kernel's tiles (tokens x weights); 32 x 256 and 32 x 384 may be forced with
 // --mma-tiler-mn, 64 x 256 is the planner's for 33-64 tokens.
 inline bool swapped_tile(int block_m, int block_n) {

@@ -5,8 +5,9 @@
 // scale block gets a fresh accumulator (scale-d = 0 on its first wgmma) that is then added into the
 // fp32 result on the CUDA cores:
 //   fp8-block128: 4 wgmma k32 per stage, then  result += acc * (sa[row] * sb)   (1 FFMA per element;
-//                 sb is one value for all of a warpgroup's columns, which never straddle 128, and the
-//                 scale loaders store the products)
+//                 sb is B's scale of the column's 128-column block, one value for all of a warpgroup's
+//                 columns except in the 128 x 192 tile, whose columns may straddle two blocks; the scale
+//                 loaders store the products)
 //   mxfp8:        per k32:  1 wgmma, then      result += acc * (sa[row] * sb[col])  (FMUL + FFMA)
 // The scales were gathered into shared memory as fp32 by the scale loaders. Each batch of wgmma is
 // issued in turn with the other consumer warpgroup (issue_turns.cuh), so that one warpgroup's promotion
@@ -39,10 +40,20 @@ struct Fp8Mainloop {
     frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);  // tile-local
   }
 
+  // fp8-block128: of this warpgroup's 8-column fragment chunks in tile column block n_block, how many lie
+  // in the tile's first 128-column block of B (all of them but in the 128 x 192 tile, whose odd tiles
+  // start 64 columns into a block).
+  __device__ int first_block_chunks(int n_block) const {
+    if constexpr (Traits::kWarpgroupN == 192)
+      return (128 - (n_block * Traits::kBlockN) % 128) / 8;
+    else
+      return kAcc / 4;
+  }
+
   // k_left: K from the stage's start; mxfp8 skips the 32-deep steps past K (the last stage of a K such as
-  // 32 holds one).
+  // 32 holds one). first_block_chunks: from first_block_chunks() (fp8-block128).
   __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, std::int64_t k_left,
-                                   float (&acc)[kAcc], float (&result)[kAcc]) const {
+                                   int first_block_chunks, float (&acc)[kAcc], float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
     if constexpr (Traits::kScales == ScaleGranularity::block128) {
@@ -52,6 +63,12 @@ struct Fp8Mainloop {
       const int block = (wg_n * Traits::kWarpgroupN) / 128;
       const float scale_top = ss.sfa[s][block][frag_row];
       const float scale_bottom = ss.sfa[s][block][frag_row + 8];
+      // The next block's products, for the 128 x 192 tile's chunks past the boundary.
+      float next_top = 0.0f, next_bottom = 0.0f;
+      if constexpr (Traits::kWarpgroupN == 192) {
+        next_top = ss.sfa[s][1][frag_row];
+        next_bottom = ss.sfa[s][1][frag_row + 8];
+      }
       turns.wait_turn();
       ptx::fence_accumulators(acc);
       ptx::wgmma_fence();
@@ -62,8 +79,12 @@ struct Fp8Mainloop {
       turns.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::fence_accumulators(acc);
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) result[i] = fmaf(acc[i], (i & 2) ? scale_bottom : scale_top, result[i]);
+      // The boundary is a tile property (64 or 128 columns in), so each case gets its own unrolled loop.
+      if (Traits::kWarpgroupN != 192 || first_block_chunks == 16)
+        promote_block128<Traits::kWarpgroupN == 192 ? 16 : kAcc / 4>(acc, result, scale_top, scale_bottom, next_top,
+                                                                     next_bottom);
+      else
+        promote_block128<8>(acc, result, scale_top, scale_bottom, next_top, next_bottom);
     } else {
       // Both warpgroups skip the same steps, so their turns stay paired (issue_turns.cuh).
       const int steps = k_left >= kBlockK ? Traits::kScaleSteps : static_cast<int>((k_left + 31) / 32);
@@ -90,6 +111,19 @@ struct Fp8Mainloop {
           result[4 * j + 3] = fmaf(acc[4 * j + 3], sa_bottom * sb.y, result[4 * j + 3]);
         }
       }
+    }
+  }
+
+  // result += acc * scale, the scale of chunk j (fragment columns 8 j .. 8 j + 7) being the first block's
+  // product for j < FirstChunks and the next block's after.
+  template <int FirstChunks>
+  __device__ static void promote_block128(const float (&acc)[kAcc], float (&result)[kAcc], float first_top,
+                                          float first_bottom, float next_top, float next_bottom) {
+#pragma unroll
+    for (int i = 0; i < kAcc; ++i) {
+      const bool next = (i >> 2) >= FirstChunks;
+      const float scale = (i & 2) ? (next ? next_bottom : first_bottom) : (next ? next_top : first_top);
+      result[i] = fmaf(acc[i], scale, result[i]);
     }
   }
 };

@@ -26,6 +26,10 @@ namespace bsgemm::cuda {
 __device__ __forceinline__ std::uint32_t load_scale_bits(bool is_f32, const std::uint8_t* base, std::int64_t offset) {
   return is_f32 ? __ldg(reinterpret_cast<const std::uint32_t*>(base) + offset) : __ldg(base + offset);
 }
+// The same at a byte address.
+__device__ __forceinline__ std::uint32_t load_scale_bits_at(bool is_f32, const std::uint8_t* at) {
+  return is_f32 ? __ldg(reinterpret_cast<const std::uint32_t*>(at)) : __ldg(at);
+}
 
 // ue8m0 code -> fp32 without branches: 2^(code - 127), code 0 is the fp32 subnormal 2^-127, 0xFF NaN
 // (decode_ue8m0 in formats.hpp, which the CPU reference uses).
@@ -53,7 +57,7 @@ __device__ __forceinline__ void ue4m3x4_to_float(std::uint32_t codes, float* out
 // The scales of `Rows` consecutive rows of one operand at scale columns col0 .. col0 + kSteps - 1 (one
 // stage, 128 deep), decoded to fp32 into shared memory. Built for the scale loaders' loop, where it is
 // the critical path of the decode-shaped GEMMs:
-//   start_tile() computes each of the lane's rows' offset once per tile (every layout's offset is a term
+//   start_tile() computes each of the lane's rows' address once per tile (every layout's offset is a term
 //     of the row plus a term of the column, scale_offset in recipe.hpp);
 //   load() issues all the lane's global loads of a stage at once: one 32-bit load per four 8-bit codes
 //     where the layout keeps them together (linear with ld a multiple of 4, blocked 128x4) and the stage
@@ -70,19 +74,19 @@ struct ScaleRows {
   static constexpr int kRowsPerLane = Rows / 32;
   static constexpr int kWords = kSteps == 1 ? 1 : kSteps / 4;
   std::uint32_t bits[kRowsPerLane][kWords];  // kSteps == 1: the raw scale; else four 8-bit codes per word
-  std::int64_t row_offset[kRowsPerLane];     // scale_row_offset of each of the lane's rows
-  const std::uint8_t* base;
+  // Each of the lane's rows' first scale (scale_row_offset, in bytes): no base pointer next to them, which
+  // keeps fp8-block128's producers of the 128 x 192 tile within their 56 registers.
+  const std::uint8_t* row_at[kRowsPerLane];
   std::int64_t ld, cols;
   ScaleLayout layout;
   DataType type;
   bool words;       // 32-bit loads are allowed (layout and alignment)
-  int valid_steps;  // of the loaded stage: columns before the K end, 0 .. kSteps
+  int valid_steps;  // of the loaded stage: columns before the K end, 0 .. kSteps (kSteps > 1 only)
 
   // valid_rows: the rows the group has (the tile scheduler only visits tiles with row0 < valid_rows).
   __device__ __forceinline__ void start_tile(DataType scale_type, ScaleLayout scale_layout, const std::uint8_t* scales,
                                              std::int64_t scale_ld, std::int64_t scale_cols, std::int64_t row0,
                                              std::int64_t valid_rows, int lane) {
-    base = scales;
     ld = scale_ld;
     cols = scale_cols;
     layout = scale_layout;
@@ -92,25 +96,33 @@ struct ScaleRows {
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       const std::int64_t row = row0 + lane + 32 * i;
-      row_offset[i] = scale_row_offset(layout, row < valid_rows ? row : valid_rows - 1, cols, ld);
+      row_at[i] = scales + (scale_row_offset(layout, row < valid_rows ? row : valid_rows - 1, cols, ld) << element_shift());
     }
   }
 
+  // log2 of a scale's bytes: fp32 scales (fp8-block128) take 4, the codes 1.
+  __device__ __forceinline__ int element_shift() const {
+    return G == ScaleGranularity::block128 && type == DataType::f32 ? 2 : 0;
+  }
+
+  // col0: the stage's first scale column. With one scale per 128 of K (fp8-block128) that column exists for
+  // every stage a kernel loads, so no step is past the K end.
   __device__ __forceinline__ void load(std::int64_t col0) {
-    const std::int64_t left = cols - col0;
-    valid_steps = left < 0 ? 0 : left > kSteps ? kSteps : static_cast<int>(left);
     if constexpr (kSteps == 1) {
       const bool is_f32 = type == DataType::f32;
-      const std::int64_t col = scale_col_offset(layout, col0, ld);
+      const std::int64_t col = scale_col_offset(layout, col0, ld) << element_shift();
 #pragma unroll
-      for (int i = 0; i < kRowsPerLane; ++i)
-        bits[i][0] = valid_steps > 0 ? load_scale_bits(is_f32, base, row_offset[i] + col) : 0u;
-    } else if (words && valid_steps == kSteps) {
+      for (int i = 0; i < kRowsPerLane; ++i) bits[i][0] = load_scale_bits_at(is_f32, row_at[i] + col);
+      return;
+    }
+    const std::int64_t left = cols - col0;
+    valid_steps = left < 0 ? 0 : left > kSteps ? kSteps : static_cast<int>(left);
+    if (words && valid_steps == kSteps) {
 #pragma unroll
       for (int w = 0; w < kWords; ++w) {
         const std::int64_t col = scale_col_offset(layout, col0 + 4 * w, ld);
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(base + row_offset[i] + col));
+        for (int i = 0; i < kRowsPerLane; ++i) bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(row_at[i] + col));
       }
     } else {
       std::uint32_t code[kRowsPerLane][kSteps];
@@ -118,7 +130,7 @@ struct ScaleRows {
       for (int s = 0; s < kSteps; ++s) {
         const std::int64_t col = scale_col_offset(layout, col0 + s, ld);
 #pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) code[i][s] = s < valid_steps ? __ldg(base + row_offset[i] + col) : 0u;
+        for (int i = 0; i < kRowsPerLane; ++i) code[i][s] = s < valid_steps ? __ldg(row_at[i] + col) : 0u;
       }
 #pragma unroll
       for (int i = 0; i < kRowsPerLane; ++i)
@@ -144,7 +156,8 @@ struct ScaleRows {
         for (int w = 0; w < kWords; ++w) ue4m3x4_to_float(bits[i][w], &value[4 * w]);
       }
 #pragma unroll
-      for (int s = 0; s < kSteps; ++s) dst[s * pitch + lane + 32 * i] = s < valid_steps ? value[s] * factor : 0.0f;
+      for (int s = 0; s < kSteps; ++s)
+        dst[s * pitch + lane + 32 * i] = kSteps == 1 || s < valid_steps ? value[s] * factor : 0.0f;
     }
   }
 };
