@@ -121,7 +121,7 @@ struct Fp8KernelTraits {
   };
   static constexpr int kEpilogueBoxes =
       !tma_store_epilogue(Scales) ? 0
-      : kStagesFor(kEpilogueBytesFor(kBoxesPerWarpgroup)) == kStagesFor(kEpilogueBytesFor(1)) ? kBoxesPerWarpgroup
+      : kWideAccumulators || kStagesFor(kEpilogueBytesFor(kBoxesPerWarpgroup)) == kStagesFor(kEpilogueBytesFor(1)) ? kBoxesPerWarpgroup
                                                                                                : 1;
   static constexpr std::size_t kEpilogueBytes = kEpilogueBytesFor(kEpilogueBoxes);
   static constexpr int kStages = kStagesFor(kEpilogueBytes);
