@@ -138,10 +138,11 @@ Block128TileWork block128_work(const GemmArguments& args, const std::vector<std:
   Block128TileWork work;
   const bool moe = args.layout != GroupLayout::pointer_array;
   if (!rows.empty()) {
-    for (std::size_t g = 0; g < rows.size(); ++g) work.add(rows[g], moe ? args.moe.n : args.groups[g].n);
+    for (std::size_t g = 0; g < rows.size(); ++g)
+      work.add(rows[g], moe ? args.moe.n : args.groups[g].n, moe ? args.moe.k : args.groups[g].k);
   } else if (moe && args.moe.num_groups > 0) {
     const std::int64_t m = args.layout == GroupLayout::masked ? args.moe.rows : args.moe.rows / args.moe.num_groups;
-    work.add(m, args.moe.n, args.moe.num_groups);
+    work.add(m, args.moe.n, args.moe.k, args.moe.num_groups);
   }
   return work;
 }

@@ -186,25 +186,35 @@ TEST(PlannerRules, RegisterOperandTileWidth) {
 }
 
 TEST(PlannerRules, Block128WideTile) {
-  const auto pays = [](std::int64_t m, std::int64_t n, std::int64_t groups) {
+  const auto pays = [](std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t groups) {
     cuda::Block128TileWork w;
-    w.add(m, n, groups);
+    w.add(m, n, k, groups);
     return w.wide_pays(132);
   };
-  EXPECT_TRUE(pays(4096, 4096, 8));    // prefill-uniform: 3% of padding
-  EXPECT_TRUE(pays(1024, 7168, 32));   // down-skew's N: 1.8%
-  EXPECT_FALSE(pays(4096, 256, 8));    // 50% of padding
-  EXPECT_TRUE(pays(4096, 1280, 8));    // 1344 / 1280: 5% exactly, the limit
-  EXPECT_TRUE(pays(4096, 1100, 8));    // both pad to 1152
-  EXPECT_FALSE(pays(4096, 1000, 8));   // 1152 against 1024: 12.5%
-  EXPECT_FALSE(pays(4096, 640, 8));    // 768 against 640: 20%
-  EXPECT_FALSE(pays(256, 4096, 1));    // 64 tiles: not four waves
+  EXPECT_TRUE(pays(4096, 4096, 7168, 8));   // prefill-uniform: 3% of padding
+  EXPECT_TRUE(pays(1024, 7168, 2048, 32));  // down-skew: 1.8%
+  EXPECT_TRUE(pays(4096, 1280, 7168, 8));   // 1344 / 1280: 5% exactly, the limit
+  EXPECT_TRUE(pays(4096, 1100, 7168, 8));   // both pad to 1152
+  EXPECT_FALSE(pays(4096, 1000, 7168, 8));  // 1152 against 1024: 12.5%
+  EXPECT_FALSE(pays(4096, 256, 7168, 8));   // 50%
+  EXPECT_FALSE(pays(256, 4096, 7168, 1));   // 64 tiles: not four waves
+  EXPECT_FALSE(pays(4096, 4096, 896, 8));   // 7 k-blocks per tile
+  EXPECT_TRUE(pays(4096, 4096, 1024, 8));
+  // The reference example: (8192, 1280, 32), (32, 384, 1536), (640, 1280, 32), (640, 160, 32).
+  cuda::Block128TileWork example;
+  example.add(8192, 1280, 32);
+  example.add(32, 384, 1536);
+  example.add(640, 1280, 32);
+  example.add(640, 160, 32);
+  EXPECT_FALSE(example.wide_pays(132));
   cuda::Block128TileWork w;
-  w.add(0, 4096);
-  w.add(-1, 4096);
+  w.add(0, 4096, 128);
+  w.add(-1, 4096, 128);
+  w.add(128, 4096, 0);
   EXPECT_EQ(w.tiles128, 0);
-  w.add(129, 4096, 2);
+  w.add(129, 4096, 300, 2);
   EXPECT_EQ(w.tiles128, 2 * 2 * 32);
+  EXPECT_EQ(w.stages128, 2 * 2 * 32 * 3);
   EXPECT_EQ(w.columns128, 2 * 2 * 4096);
   EXPECT_EQ(w.columns192, 2 * 2 * 4224);
 }
@@ -488,8 +498,10 @@ TEST_P(GpuTiles, EveryTileShape) {
 }
 
 // fp8-block128's 128 x 192 tile in every layout and output type: its odd column tiles start 64 columns
-// into a 128-column block of B, so that their consumers switch B's scale inside the tile; N and K end
-// inside a tile and inside a block, and C comes in through beta.
+// into a 128-column block of B, so that their consumers switch B's scale inside the tile, and a group's
+// last column tile computes 64, 128 or 192 columns (N = 456: 192 from column 192, 128 from 384; N = 300:
+// 128 from 192; N = 200 and 64: 64); N and K end inside a tile and inside a block, and C comes in
+// through beta.
 TEST(GpuShapes, Block128WideTile) {
   SKIP_WITHOUT_GPU();
   RunOptions o;
@@ -500,8 +512,9 @@ TEST(GpuShapes, Block128WideTile) {
     const RecipeVariant v = recipe_variants()[variant];
     for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked, GroupLayout::pointer_array})
       for (const DataType d : {DataType::bf16, DataType::f16, DataType::f32}) {
-        std::vector<GroupShape> groups = moe_groups({150, 5, 0, 260}, 456, 328);
-        if (layout == GroupLayout::pointer_array) groups = {{150, 456, 328, 1}, {7, 200, 128, 2}, {300, 64, 72, 1}};
+        std::vector<GroupShape> groups = moe_groups({150, 5, 0, 260}, layout == GroupLayout::masked ? 300 : 456, 328);
+        if (layout == GroupLayout::pointer_array)
+          groups = {{150, 456, 328, 1}, {7, 200, 128, 2}, {300, 64, 72, 1}, {130, 300, 256, 1}};
         WorkloadSpec s = make_spec(v, layout, d, groups, ++seed);
         s.beta = d == DataType::f32 ? 0.5f : 0.0f;
         run_and_check(v, s, MemoryLocation::host, o);

@@ -39,20 +39,25 @@ inline bool block128_wide_tile(int block_m, int block_n) { return block_m == 128
 // fp8-block128's 128 x 128 and 128 x 192 tiles (add() once per group, or per `count` alike groups).
 struct Block128TileWork {
   std::int64_t tiles128 = 0;    // 128 x 128 tiles
+  std::int64_t stages128 = 0;   // their 128-deep k-blocks
   std::int64_t columns128 = 0;  // row blocks x padded columns, for 128 and 192 columns per tile
   std::int64_t columns192 = 0;
-  void add(std::int64_t m, std::int64_t n, std::int64_t count = 1) {
-    if (m <= 0 || n <= 0) return;
+  void add(std::int64_t m, std::int64_t n, std::int64_t k, std::int64_t count = 1) {
+    if (m <= 0 || n <= 0 || k <= 0) return;
     const std::int64_t row_blocks = (m + 127) / 128 * count;
-    tiles128 += row_blocks * ((n + 127) / 128);
+    const std::int64_t tiles = row_blocks * ((n + 127) / 128);
+    tiles128 += tiles;
+    stages128 += tiles * ((k + 127) / 128);
     columns128 += row_blocks * round_up(n, 128);
     columns192 += row_blocks * round_up(n, 192);
   }
   // 128 x 192 moves a sixth fewer bytes of A and B per multiply-add (+2-5% on the H200's prefill cases,
-  // bench/NOTES.md version 13) but pads N to a multiple of 192 and makes fewer, longer tiles: taken where the
-  // padding adds at most 5% and the 128 x 128 tiles would fill the `sms` multiprocessors four times over.
+  // bench/NOTES.md version 13) but pads N to a multiple of 192 and makes fewer, longer tiles. Taken where the
+  // padding adds at most 5%, the 128 x 128 tiles would fill the `sms` multiprocessors four times over and
+  // run 1024 deep on average: on the reference example (K = 32 in most tiles) it was 8% slower.
   bool wide_pays(int sms) const {
-    return tiles128 >= 4 * static_cast<std::int64_t>(sms) && 100 * columns192 <= 105 * columns128;
+    return tiles128 >= 4 * static_cast<std::int64_t>(sms) && stages128 >= 8 * tiles128 &&
+           100 * columns192 <= 105 * columns128;
   }
 };
 
