@@ -498,10 +498,9 @@ TEST_P(GpuTiles, EveryTileShape) {
 }
 
 // fp8-block128's 128 x 192 tile in every layout and output type: its odd column tiles start 64 columns
-// into a 128-column block of B, so that their consumers switch B's scale inside the tile, and a group's
-// last column tile computes 64, 128 or 192 columns (N = 456: 192 from column 192, 128 from 384; N = 300:
-// 128 from 192; N = 200 and 64: 64); N and K end inside a tile and inside a block, and C comes in
-// through beta.
+// into a 128-column block of B, so that their consumers switch B's scale inside the tile; a group's last
+// column tile holds 72 (N = 456), 108 (N = 300), 8 (N = 200) or 64 (N = 64) valid columns, on either side
+// of a block boundary; K ends inside a block, and C comes in through beta.
 TEST(GpuShapes, Block128WideTile) {
   SKIP_WITHOUT_GPU();
   RunOptions o;

@@ -98,10 +98,11 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
     for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
-    const auto columns = mainloop.block128_columns(c.n_block, read_only(g->n));
+    const int first_block_chunks = mainloop.first_block_chunks(c.n_block);
     for (int kb = 0; kb < k_blocks; ++kb) {
       pipe.consumer_wait(state);
-      mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, columns, acc, result);
+      mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, first_block_chunks,
+                                acc, result);
       // The scales were read into registers and the wgmma reads have completed: release the stage.
       __syncwarp();
       if (lane == 0) pipe.consumer_release(state);

@@ -40,30 +40,20 @@ struct Fp8Mainloop {
     frag_col = wg_n * Traits::kWarpgroupN + 2 * (t % 4);  // tile-local
   }
 
-  // fp8-block128: the columns a tile's wgmma compute and where B's scale changes, per warpgroup. Only the
-  // 128 x 192 tile varies: its odd column tiles start 64 columns into a 128-column block of B (first_chunks:
-  // the 8-column fragment chunks before the next block, 8 instead of 16), and a group's last column tile
-  // computes 64 or 128 columns where no more are valid (4096 = 21 x 192 + 64: the 22nd tile would otherwise
-  // spend two thirds of its tensor work on padding).
-  struct Block128Columns {
-    int width = Traits::kWarpgroupN;
-    int first_chunks = kAcc / 4;
-  };
-  __device__ Block128Columns block128_columns(int n_block, std::int64_t n) const {
-    Block128Columns c;
-    if constexpr (Traits::kWarpgroupN == 192) {
-      const std::int64_t n0 = static_cast<std::int64_t>(n_block) * Traits::kBlockN;
-      c.first_chunks = (128 - static_cast<int>(n0 % 128)) / 8;
-      const std::int64_t valid = n - n0;
-      c.width = valid <= 64 ? 64 : valid <= 128 ? 128 : 192;
-    }
-    return c;
+  // fp8-block128: of this warpgroup's 8-column fragment chunks in tile column block n_block, how many lie
+  // in the tile's first 128-column block of B (all of them but in the 128 x 192 tile, whose odd tiles
+  // start 64 columns into a block).
+  __device__ int first_block_chunks(int n_block) const {
+    if constexpr (Traits::kWarpgroupN == 192)
+      return (128 - (n_block * Traits::kBlockN) % 128) / 8;
+    else
+      return kAcc / 4;
   }
 
   // k_left: K from the stage's start; mxfp8 skips the 32-deep steps past K (the last stage of a K such as
-  // 32 holds one). columns: from block128_columns() (fp8-block128).
+  // 32 holds one). first_block_chunks: from first_block_chunks() (fp8-block128).
   __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, std::int64_t k_left,
-                                   const Block128Columns& columns, float (&acc)[kAcc], float (&result)[kAcc]) const {
+                                   int first_block_chunks, float (&acc)[kAcc], float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
     if constexpr (Traits::kScales == ScaleGranularity::block128) {
@@ -82,36 +72,19 @@ struct Fp8Mainloop {
       turns.wait_turn();
       ptx::fence_accumulators(acc);
       ptx::wgmma_fence();
-      if constexpr (Traits::kWarpgroupN != 192)
-        issue_block128<Traits::kWarpgroupN>(acc, desc_a, desc_b);
-      else if (columns.width == 192)
-        issue_block128<192>(acc, desc_a, desc_b);
-      else if (columns.width == 128)
-        issue_block128<128>(acc, desc_a, desc_b);
-      else
-        issue_block128<64>(acc, desc_a, desc_b);
+#pragma unroll
+      for (int k = 0; k < kBlockK / 32; ++k)
+        Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
       ptx::wgmma_commit();
       turns.pass_turn();
       ptx::wgmma_wait<0>();
       ptx::fence_accumulators(acc);
-      // Width and boundary are tile properties, so each case gets its own unrolled loop; columns past the
-      // width keep their zero results (the epilogue does not store them).
-      const Scales sc{scale_top, scale_bottom, next_top, next_bottom};
-      if constexpr (Traits::kWarpgroupN != 192) {
-        promote_block128<kAcc, kAcc / 4>(acc, result, sc);
-      } else if (columns.width == 192) {
-        if (columns.first_chunks == 16)
-          promote_block128<96, 16>(acc, result, sc);
-        else
-          promote_block128<96, 8>(acc, result, sc);
-      } else if (columns.width == 128) {
-        if (columns.first_chunks == 16)
-          promote_block128<64, 16>(acc, result, sc);
-        else
-          promote_block128<64, 8>(acc, result, sc);
-      } else {
-        promote_block128<32, 8>(acc, result, sc);  // 64 columns lie in the first block either way
-      }
+      // The boundary is a tile property (64 or 128 columns in), so each case gets its own unrolled loop.
+      if (Traits::kWarpgroupN != 192 || first_block_chunks == 16)
+        promote_block128<Traits::kWarpgroupN == 192 ? 16 : kAcc / 4>(acc, result, scale_top, scale_bottom, next_top,
+                                                                     next_bottom);
+      else
+        promote_block128<8>(acc, result, scale_top, scale_bottom, next_top, next_bottom);
     } else {
       // Both warpgroups skip the same steps, so their turns stay paired (issue_turns.cuh).
       const int steps = k_left >= kBlockK ? Traits::kScaleSteps : static_cast<int>((k_left + 31) / 32);
@@ -141,30 +114,15 @@ struct Fp8Mainloop {
     }
   }
 
-  // fp8-block128's scale products of a thread's two rows, for the first and the next block of B.
-  struct Scales {
-    float first_top, first_bottom, next_top, next_bottom;
-  };
-
-  // The stage's four k32 wgmma on the first Width columns (Width / 2 registers of acc).
-  template <int Width>
-  __device__ static void issue_block128(float (&acc)[kAcc], std::uint64_t desc_a, std::uint64_t desc_b) {
-    static_assert(Width <= Traits::kWarpgroupN);
-    auto& part = *reinterpret_cast<float(*)[Width / 2]>(&acc[0]);
+  // result += acc * scale, the scale of chunk j (fragment columns 8 j .. 8 j + 7) being the first block's
+  // product for j < FirstChunks and the next block's after.
+  template <int FirstChunks>
+  __device__ static void promote_block128(const float (&acc)[kAcc], float (&result)[kAcc], float first_top,
+                                          float first_bottom, float next_top, float next_bottom) {
 #pragma unroll
-    for (int k = 0; k < kBlockK / 32; ++k)
-      ptx::WgmmaFp8<Width, Traits::kA, Traits::kB>::mma(part, ptx::advance_desc(desc_a, 32 * k),
-                                                        ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
-  }
-
-  // result += acc * scale over the first Count registers, the scale of chunk j (fragment columns 8 j ..
-  // 8 j + 7) being the first block's product for j < FirstChunks and the next block's after.
-  template <int Count, int FirstChunks>
-  __device__ static void promote_block128(const float (&acc)[kAcc], float (&result)[kAcc], const Scales& sc) {
-#pragma unroll
-    for (int i = 0; i < Count; ++i) {
+    for (int i = 0; i < kAcc; ++i) {
       const bool next = (i >> 2) >= FirstChunks;
-      const float scale = (i & 2) ? (next ? sc.next_bottom : sc.first_bottom) : (next ? sc.next_top : sc.first_top);
+      const float scale = (i & 2) ? (next ? next_bottom : first_bottom) : (next ? next_top : first_top);
       result[i] = fmaf(acc[i], scale, result[i]);
     }
   }
