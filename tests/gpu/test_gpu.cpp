@@ -451,15 +451,22 @@ TEST_P(GpuTiles, EveryTileShape) {
     RunOptions o;
     o.tile_m = tile.first;
     o.tile_n = tile.second;
+    // can_implement's verdict on this tile for one group of m rows (256 x 256).
+    const auto refusal = [&](std::int32_t m) {
+      HostWorkload host;
+      const Status created = HostWorkload::create(
+          make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({m}, 256, 256), ++seed), &host);
+      EXPECT_TRUE(created.ok()) << created.message;
+      if (!created.ok()) return Status::error(StatusCode::internal_error, -1, "", "workload: " + created.message);
+      RunOptions cuda_options = o;
+      cuda_options.backend = Backend::cuda;
+      cuda_options.path = v.path;
+      return can_implement(host.args(), cuda_options);
+    };
     const bool block128 = v.a.recipe == Recipe::fp8_block128 && v.b.recipe == Recipe::fp8_block128;
     if (tile.second == 192 && !block128) {
       // fp8-block128's own tile: every other recipe is refused before anything runs.
-      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({128}, 256, 256), ++seed);
-      HostWorkload host;
-      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
-      o.backend = Backend::cuda;
-      o.path = v.path;
-      const Status st = can_implement(host.args(), o);
+      const Status st = refusal(128);
       EXPECT_EQ(st.code, StatusCode::not_supported) << v.name << ": " << st.message;
       EXPECT_EQ(st.field, "tile");
       continue;
@@ -469,12 +476,7 @@ TEST_P(GpuTiles, EveryTileShape) {
     if (tile.first == 32 && (!swappable || v.path == KernelPath::fp8)) {
       // 32,256 and 32,384 are the register-operand kernel's tiles: FP4 weights with mxfp8 or same-recipe tokens only
       // (else not a tile of the build), and never on the fp8 path (a tile of the build it does not use).
-      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({32}, 256, 256), ++seed);
-      HostWorkload host;
-      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
-      o.backend = Backend::cuda;
-      o.path = v.path;
-      const Status st = can_implement(host.args(), o);
+      const Status st = refusal(32);
       EXPECT_EQ(st.code, swappable ? StatusCode::not_supported : StatusCode::invalid_argument) << v.name << ": " << st.message;
       EXPECT_EQ(st.field, "tile");
       if (swappable) EXPECT_NE(st.message.find("register-operand"), std::string::npos) << st.message;
@@ -482,12 +484,7 @@ TEST_P(GpuTiles, EveryTileShape) {
     }
     if (v.path == KernelPath::bf16 && v.b.recipe == Recipe::mxfp8 && tile.first == 64 && tile.second == 256) {
       // Too few stages for 8-bit B on the decoding kernel: refused before anything runs.
-      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({64}, 256, 256), ++seed);
-      HostWorkload host;
-      ASSERT_TRUE(HostWorkload::create(s, &host).ok());
-      o.backend = Backend::cuda;
-      o.path = v.path;
-      const Status st = can_implement(host.args(), o);
+      const Status st = refusal(64);
       EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
       EXPECT_EQ(st.field, "tile");
       continue;
@@ -517,6 +514,8 @@ TEST(GpuShapes, Block128WideTile) {
         WorkloadSpec s = make_spec(v, layout, d, groups, ++seed);
         s.beta = d == DataType::f32 ? 0.5f : 0.0f;
         run_and_check(v, s, MemoryLocation::host, o);
+        // Device-resident descriptions: the prepare kernel counts the 192-wide tiles.
+        if (layout == GroupLayout::contiguous && d == DataType::bf16) run_and_check(v, s, MemoryLocation::device, o);
       }
   }
 }
