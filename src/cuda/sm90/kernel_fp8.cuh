@@ -136,9 +136,9 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
   }
   __syncthreads();
 
-  run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>([&] { produce_tiles<Traits>(p, ss, pipe); },
-                                        [&](int loader) { load_scales<Traits>(p, ss, pipe, loader); },
-                                        [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
+  run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>(
+      [&] { produce_tiles<Traits>(p, ss, pipe); }, [&](int loader) { load_scales<Traits>(p, ss, pipe, loader); },
+      [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
 // visit_tile, plus fp8-block128's 128 x 192 tile where TraitsOf is fp8-block128's (launch.hpp).
