@@ -51,7 +51,6 @@ struct Fp8KernelTraits {
   static constexpr bool kAPacked = APacked;
   static constexpr bool kBPacked = BPacked;
   static constexpr bool kAnyPacked = APacked || BPacked;
-  // Widening FP4 tiles next to the scale gathers needs the producer warpgroup's whole share.
   static constexpr ScaleGranularity kScales = Scales;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
@@ -64,6 +63,7 @@ struct Fp8KernelTraits {
   static_assert(!kWideAccumulators || (Scales == ScaleGranularity::block128 && !kAnyPacked && kWarpgroupN == 192),
                 "more than 128 columns per consumer warpgroup only for fp8-block128's 128 x 192 tile");
   static constexpr int kConsumerRegs = kWideAccumulators ? kWideConsumerRegisters : kConsumerRegisters;
+  // Widening FP4 tiles next to the scale gathers needs the producer warpgroup's whole share.
   static constexpr int kProducerRegisters = kWideAccumulators ? kWideProducerRegisters : kAnyPacked ? 120 : 112;
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters,
                 "setmaxnreg would ask for more registers than the CTA holds");
