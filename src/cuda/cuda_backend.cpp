@@ -441,8 +441,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                                "tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
-                           "tile " + std::to_string(options.tile_m) + "," + std::to_string(options.tile_n) +
-                               " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
+                           "tile " + tile + " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
                                " x " + to_string(args.b_type.recipe) + ": use another tile or --kernel-path fp8");
   }
   const auto power_of_two = [](int x) { return x > 0 && (x & (x - 1)) == 0; };

@@ -80,9 +80,10 @@ struct Fp8Mainloop {
       ptx::wgmma_wait<0>();
       ptx::fence_accumulators(acc);
       // The boundary is a tile property (64 or 128 columns in), so each case gets its own unrolled loop.
-      if (Traits::kWarpgroupN != 192 || first_block_chunks == 16)
-        promote_block128<Traits::kWarpgroupN == 192 ? 16 : kAcc / 4>(acc, result, scale_top, scale_bottom, next_top,
-                                                                     next_bottom);
+      if constexpr (Traits::kWarpgroupN != 192)
+        promote_block128<kAcc / 4>(acc, result, scale_top, scale_bottom, next_top, next_bottom);
+      else if (first_block_chunks == 16)
+        promote_block128<16>(acc, result, scale_top, scale_bottom, next_top, next_bottom);
       else
         promote_block128<8>(acc, result, scale_top, scale_bottom, next_top, next_bottom);
     } else {
