@@ -3,7 +3,8 @@
 //   bsgemm::GemmArguments args = ...;            // problem.hpp
 //   bsgemm::RunOptions opts;                      // back end, optional tile override
 //   if (auto s = bsgemm::can_implement(args, opts); !s.ok()) { print(s.message); }
-//   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a given group count
+//   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a group count (and, on the staged
+//                                                             // path, the shape: its bf16 copies of A and B)
 //   bsgemm::run(args, opts, workspace, bytes, stream);
 //
 // The CUDA back end needs no host synchronisation and no device allocation inside run(). With
@@ -42,6 +43,8 @@ enum class KernelPath : std::uint8_t {
   bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: mxfp8 and the
               // recipes with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4); at
               // decode shapes FP4 weights go straight into wgmma's registers
+  staged,     // mxfp8 in the MoE forms: A and B staged in the workspace as bf16 with their scales folded in
+              // (exact, by a memory-bound pass), then BF16 wgmma over the whole K in fp32 (no promotion)
 };
 
 const char* to_string(KernelPath p);

@@ -107,6 +107,7 @@ constexpr Spelling<KernelPath> kKernelPaths[] = {
     {"auto", KernelPath::automatic},
     {"fp8", KernelPath::fp8},
     {"bf16", KernelPath::bf16},
+    {"staged", KernelPath::staged},
 };
 
 constexpr Spelling<StatusCode> kStatusCodes[] = {

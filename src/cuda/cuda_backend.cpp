@@ -71,6 +71,33 @@ bool swapped_runs(const GemmArguments& a) {
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
 
+// What the staged path runs (KernelPath::staged): mxfp8 in the MoE forms, where A and B are one tensor each
+// and a row's scales sit at its own row (the contiguous form's blocked SFA pads each group to 128 rows,
+// which only the group records know).
+bool staged_runs(const GemmArguments& a) {
+  if (!is_mxfp8(a) || a.layout == GroupLayout::pointer_array) return false;
+  return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
+}
+
+// The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
+// (one batch contiguous, num_groups masked), B as num_groups x N x staged_ld(K).
+struct StagedBuffers {
+  std::size_t a = 0, b = 0, end = 0;  // byte offsets into the workspace
+  std::int64_t ld = 0;                // elements per staged row
+};
+StagedBuffers staged_buffers(const GemmArguments& args, std::size_t base) {
+  const auto align = [](std::size_t x) { return (x + 255) / 256 * 256; };
+  StagedBuffers s;
+  s.ld = staged_ld(args.moe.k);
+  const std::int64_t a_batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
+  const std::size_t row_bytes = static_cast<std::size_t>(s.ld) * 2;
+  s.a = align(base);
+  s.b = align(s.a + static_cast<std::size_t>(a_batches * std::max<std::int64_t>(args.moe.rows, 0)) * row_bytes);
+  s.end = align(s.b + static_cast<std::size_t>(args.moe.num_groups) * static_cast<std::size_t>(std::max(args.moe.n, 0)) *
+                          row_bytes);
+  return s;
+}
+
 // The planner's path: the FP8 kernel for fp8-block128, mxfp8 and mxfp8 x mxfp4 (where it measured
 // faster: bench/NOTES.md version 7), the decoding kernel for the rest, mxfp4 included (239 against 195
 // TFLOP/s prefill and even at decode shapes once the scale loaders kept pace: version 8).
@@ -211,12 +238,18 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   plan.kernel.decode = use_bf16_path(args, options);
   plan.kernel.a_scales = granularity_of(args.a_type.recipe);
   plan.kernel.b_scales = granularity_of(args.b_type.recipe);
+  const bool staged = options.path == KernelPath::staged;
+  if (staged) plan.kernel.scales = ScaleGranularity::staged;
   if (options.tile_m != 0 || options.tile_n != 0) {
     plan.kernel.block_m = options.tile_m;
     plan.kernel.block_n = options.tile_n;
     plan.reason = "--mma-tiler-mn override";
   } else {
     choose_tile(args, &plan);
+    if (staged && plan.kernel.block_m == 128 && plan.n_max > 128) {
+      plan.kernel.block_n = 256;
+      plan.reason += "; 128 x 256 for bf16 operands (L2 bytes per multiply-add)";
+    }
   }
   const auto stages_of = [](const KernelChoice& k) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
@@ -416,6 +449,13 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "path",
                          std::string("kernel path bf16 runs the recipes with FP4 weights and mxfp8, not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
+  if (options.path == KernelPath::staged && !staged_runs(args))
+    return Status::error(StatusCode::not_supported, -1, "path",
+                         std::string("kernel path staged runs mxfp8 x mxfp8 in the contiguous form (A's scales linear or "
+                                     "mn-major) and the masked form, not ") +
+                             to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + " in the " +
+                             to_string(args.layout) + " form with A's scales " + to_string(args.a_type.scale_layout) +
+                             ": use fp8, bf16 or auto");
   if (args.a_major != Major::k)
     return Status::error(StatusCode::not_supported, -1, "a_major",
                          "the cuda back end needs A k-major: Hopper's FP8 tensor cores read both operands K-major");
@@ -434,11 +474,15 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is built for fp8-block128 (A and B) on the FP8 kernel only, not for " +
                                to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use another tile");
-    if (!tile_supported(options.tile_m, options.tile_n) && !swap && !wide)
+    const bool staged_wide = staged_wide_tile(options.tile_m, options.tile_n);
+    if (staged_wide && options.path != KernelPath::staged)
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile " + tile + " is built for kernel path staged only: use --kernel-path staged or another tile");
+    if (!tile_supported(options.tile_m, options.tile_n) && !swap && !wide && !staged_wide)
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
-                               " (and 128,192 for fp8-block128, 32,256 or 32,384 for FP4 weights with mxfp8 or same-recipe "
-                               "tokens)");
+                               " (and 128,192 for fp8-block128, 128,256 for kernel path staged, 32,256 or 32,384 for FP4 "
+                               "weights with mxfp8 or same-recipe tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
@@ -471,17 +515,19 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
   return Status::success();
 }
 
-std::size_t workspace_size(const GemmArguments& args, const RunOptions&) {
-  return workspace_layout(group_count(args)).total;
+std::size_t workspace_size(const GemmArguments& args, const RunOptions& options) {
+  const std::size_t base = workspace_layout(group_count(args)).total;
+  return options.path == KernelPath::staged && staged_runs(args) ? staged_buffers(args, base).end : base;
 }
 
 Status run(const GemmArguments& args, const RunOptions& options, void* workspace, std::size_t workspace_bytes,
            cudaStream_t stream) {
   const std::int32_t groups = group_count(args);
   const WorkspaceLayout layout = workspace_layout(groups);
-  if (workspace == nullptr || workspace_bytes < layout.total)
+  const std::size_t needed = cuda::workspace_size(args, options);
+  if (workspace == nullptr || workspace_bytes < needed)
     return Status::error(StatusCode::invalid_argument, -1, "workspace",
-                         "needs " + std::to_string(layout.total) + " bytes (workspace_size()), got " +
+                         "needs " + std::to_string(needed) + " bytes (workspace_size()), got " +
                              std::to_string(workspace == nullptr ? 0 : workspace_bytes));
   if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
     return Status::error(StatusCode::invalid_argument, -1, "workspace", "must be 256-byte aligned (cudaMalloc memory is)");
@@ -567,13 +613,60 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     const core::ResolvedGroup whole = core::resolve_moe_whole(spec, args.moe);
     const bool masked = args.layout == GroupLayout::masked;
     const std::int64_t a_batches = masked ? groups : 1;
-    const std::int64_t a_batch_stride = masked ? whole.a.batch_stride : whole.a.ld * std::max<std::int64_t>(args.moe.rows, 1);
-    if (Status s = encode_operand_map(&kernel.a_map, args.a_type.element, args.moe.a, args.moe.k, args.moe.rows, a_batches,
-                                      whole.a.ld, a_batch_stride, plan.kernel.block_m, plan.kernel.decode);
+    const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
+    // What the maps read: the user's operands, or their bf16 copies in the workspace (staged path).
+    DataType a_element = args.a_type.element, b_element = args.b_type.element;
+    const void* a_data = args.moe.a;
+    const void* b_data = args.moe.b;
+    std::int64_t a_ld = whole.a.ld, a_batch_stride = masked ? whole.a.batch_stride : whole.a.ld * rows;
+    std::int64_t b_ld = whole.b.ld, b_batch_stride = whole.b.batch_stride;
+    if (plan.kernel.scales == ScaleGranularity::staged) {
+      const StagedBuffers staged = staged_buffers(args, layout.total);
+      StageOperand a;
+      a.src = static_cast<const std::uint8_t*>(args.moe.a);
+      a.e5m2 = args.a_type.element == DataType::e5m2;
+      a.rows = args.moe.rows;
+      a.k = args.moe.k;
+      a.ld = whole.a.ld;
+      a.batches = a_batches;
+      a.batch_stride = masked ? whole.a.batch_stride : 0;
+      a.scales = static_cast<const std::uint8_t*>(args.moe.sfa);
+      a.scale_layout = args.a_type.scale_layout;
+      a.scale_ld = whole.sfa.ld;
+      a.scale_batch_stride = masked ? whole.sfa.batch_stride : 0;
+      a.dst = reinterpret_cast<std::uint16_t*>(ws + staged.a);
+      a.dst_ld = staged.ld;
+      a.dst_batch_stride = staged.ld * args.moe.rows;
+      StageOperand b;
+      b.src = static_cast<const std::uint8_t*>(args.moe.b);
+      b.e5m2 = args.b_type.element == DataType::e5m2;
+      b.rows = args.moe.n;
+      b.k = args.moe.k;
+      b.ld = whole.b.ld;
+      b.batches = groups;
+      b.batch_stride = whole.b.batch_stride;
+      b.scales = static_cast<const std::uint8_t*>(args.moe.sfb);
+      b.scale_layout = args.b_type.scale_layout;
+      b.scale_ld = whole.sfb.ld;
+      b.scale_batch_stride = whole.sfb.batch_stride;
+      b.dst = reinterpret_cast<std::uint16_t*>(ws + staged.b);
+      b.dst_ld = staged.ld;
+      b.dst_batch_stride = staged.ld * args.moe.n;
+      if (cudaError_t e = launch_stage_bf16(a, stream); e != cudaSuccess) return cuda_failure(e, "staging A as bf16");
+      if (cudaError_t e = launch_stage_bf16(b, stream); e != cudaSuccess) return cuda_failure(e, "staging B as bf16");
+      a_element = b_element = DataType::bf16;
+      a_data = a.dst;
+      b_data = b.dst;
+      a_ld = b_ld = staged.ld;
+      a_batch_stride = a.dst_batch_stride;
+      b_batch_stride = b.dst_batch_stride;
+    }
+    if (Status s = encode_operand_map(&kernel.a_map, a_element, a_data, args.moe.k, args.moe.rows, a_batches, a_ld,
+                                      a_batch_stride, plan.kernel.block_m, plan.kernel.decode);
         !s.ok())
       return s;
-    if (Status s = encode_operand_map(&kernel.b_map, args.b_type.element, args.moe.b, args.moe.k, args.moe.n, groups,
-                                      whole.b.ld, whole.b.batch_stride, b_box_rows, plan.kernel.decode);
+    if (Status s = encode_operand_map(&kernel.b_map, b_element, b_data, args.moe.k, args.moe.n, groups, b_ld,
+                                      b_batch_stride, b_box_rows, plan.kernel.decode);
         !s.ok())
       return s;
     kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);
@@ -593,6 +686,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
       e = cudaErrorInvalidValue;
   } else if (plan.kernel.a_packed || plan.kernel.b_packed) {
     e = launch_mxfp4(plan.kernel, kernel, plan.grid, stream);
+  } else if (plan.kernel.scales == ScaleGranularity::staged) {
+    e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.scales == ScaleGranularity::mx32) {
     e = launch_mxfp8(plan.kernel, kernel, plan.grid, stream);
   } else {
@@ -627,9 +722,12 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& options) 
   if (plan.kernel.swapped) s += " (FP4 weights decoded into wgmma's A registers, D^T = B A^T, BF16 wgmma)";
   else if (plan.kernel.decode) s += " (decoded to bf16 on chip, BF16 wgmma)";
   else if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
+  else if (plan.kernel.scales == ScaleGranularity::staged) s += " (staged as bf16 in the workspace, BF16 wgmma)";
   s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
-       " stages, 1 TMA warp + 3 scale-loader warps + 2 consumer warpgroups, " + std::to_string(plan.grid) +
+       " stages, 1 TMA warp + " +
+       (plan.kernel.scales == ScaleGranularity::staged ? "no scale loaders" : "3 scale-loader warps") +
+       " + 2 consumer warpgroups, " + std::to_string(plan.grid) +
        " persistent CTAs, cluster 1x1, descriptions on the " +
        (args.descriptions == MemoryLocation::device ? "device (records made by the prepare kernel)"
                                                     : "host (records made on the host, no prepare kernel)");

@@ -520,6 +520,81 @@ TEST(GpuShapes, Block128WideTile) {
   }
 }
 
+// Kernel path staged (mxfp8 staged as bf16 in the workspace, then BF16 wgmma): both MoE forms, every output
+// type, e4m3 and e5m2 on either side, linear, blocked and mn-major scales where the path takes them, ragged
+// groups, K ending inside a 32-block, the planner's tile and 128 x 256 forced, host and device descriptions.
+TEST(GpuShapes, Mxfp8Staged) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<RecipeVariant> variants = {
+      {"mxfp8_staged_e4m3_e4m3", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4), KernelPath::staged},
+      {"mxfp8_staged_e5m2_e4m3", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
+       fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::mn_major), KernelPath::staged},
+      {"mxfp8_staged_e4m3_e5m2", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0), KernelPath::staged},
+  };
+  std::uint64_t seed = 995000;
+  for (const RecipeVariant& v : variants)
+    for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked})
+      for (const DataType d : {DataType::bf16, DataType::f16, DataType::f32}) {
+        WorkloadSpec s = make_spec(v, layout, d, moe_groups({150, 5, 0, 260}, layout == GroupLayout::masked ? 300 : 264, 328),
+                                   ++seed);
+        s.beta = d == DataType::f32 ? 0.5f : 0.0f;
+        run_and_check(v, s, MemoryLocation::host);
+        if (d == DataType::bf16) {
+          RunOptions wide;
+          wide.tile_m = 128;
+          wide.tile_n = 256;
+          run_and_check(v, s, MemoryLocation::device, wide);
+        }
+      }
+  // Both ends of the scale range the bf16 staging keeps exact (ExtremeScales' rule for mxfp8 decoded to
+  // bf16), and leading dimensions and batch strides past the dense ones.
+  const RecipeVariant v = variants[0];
+  for (const bool a_small : {false, true}) {
+    WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::f32, moe_groups({300, 64, 1}, 520, 1000), ++seed);
+    s.a_exponent = a_small ? -80 : 100;
+    s.b_exponent = a_small ? 100 : -80;
+    run_and_check(v, s, MemoryLocation::host);
+  }
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({70, 129}, 200, 96), ++seed);
+    s.padded_strides = true;
+    run_and_check(v, s, MemoryLocation::host);
+  }
+}
+
+// What kernel path staged refuses, before anything runs: the pointer-array form, and the contiguous form
+// with A's scales in the blocked layout (their rows are padded per group).
+TEST(GpuShapes, Mxfp8StagedRefusals) {
+  SKIP_WITHOUT_GPU();
+  RunOptions o;
+  o.backend = Backend::cuda;
+  o.path = KernelPath::staged;
+  const RecipeVariant blocked_a{"blocked_a", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::blocked_128x4),
+                                fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)};
+  const RecipeVariant linear{"linear", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+                             fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)};
+  for (const auto& [v, layout] : std::vector<std::pair<RecipeVariant, GroupLayout>>{
+           {blocked_a, GroupLayout::contiguous}, {linear, GroupLayout::pointer_array}, {recipe_variants()[0], GroupLayout::masked}}) {
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(make_spec(v, layout, DataType::bf16, moe_groups({64, 64}, 128, 128), 990), &host).ok());
+    const Status st = can_implement(host.args(), o);
+    EXPECT_EQ(st.code, StatusCode::not_supported) << v.name << ": " << st.message;
+    EXPECT_EQ(st.field, "path") << st.message;
+  }
+  // 128 x 256 belongs to the staged path.
+  HostWorkload host;
+  ASSERT_TRUE(HostWorkload::create(make_spec(linear, GroupLayout::contiguous, DataType::bf16, moe_groups({64}, 256, 128), 991), &host).ok());
+  RunOptions fp8_path = o;
+  fp8_path.path = KernelPath::fp8;
+  fp8_path.tile_m = 128;
+  fp8_path.tile_n = 256;
+  const Status st = can_implement(host.args(), fp8_path);
+  EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
+  EXPECT_EQ(st.field, "tile");
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuMatrix, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuVariantShapes, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuTiles, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);

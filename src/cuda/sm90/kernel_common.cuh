@@ -29,7 +29,8 @@ __device__ __forceinline__ Storage& align_shared_storage(std::uint8_t* shared_ra
 }
 
 // Where the TMA producer reads a tile of group g from: the group's own maps (pointer-array form) or the
-// kernel's, the coordinates of the tile's first row of A and of B, and the number of 128-deep k-blocks.
+// kernel's, the coordinates of the tile's first row of A and of B, and the number of k-blocks (128 bytes of
+// each row: 128 of K for 8-bit operands, 64 for staged bf16 ones, ElementBytes = 2).
 struct TileSource {
   const CUtensorMap* a_map;
   const CUtensorMap* b_map;
@@ -37,7 +38,7 @@ struct TileSource {
   int k_blocks;
 };
 
-template <int BlockM, int BlockN>
+template <int BlockM, int BlockN, int ElementBytes = 1>
 __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const DeviceGroup& g, const core::TileCoord& c,
                                                   std::int32_t group, std::int32_t* acquired_group) {
   TileSource t;
@@ -53,12 +54,12 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   t.b_row = c.n_block * BlockN;
   t.a_batch = g.a_batch0 + c.l;
   t.b_batch = g.b_batch0 + c.l;
-  t.k_blocks = static_cast<int>(core::ceil_div(g.k, kBlockK));
+  t.k_blocks = static_cast<int>(core::ceil_div(static_cast<std::int64_t>(g.k) * ElementBytes, kBlockK));
   return t;
 }
 
 // The TMA producer's walk: f(tile source, k_block, stage state) for every stage of the CTA's sequence.
-template <class Traits, class F>
+template <class Traits, int ElementBytes = 1, class F>
 __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F&& f) {
   PipelineState<Traits::kStages> state;
   TileWalker walker(p);
@@ -66,7 +67,8 @@ __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
   while (walker.next(&c, &g)) {
-    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
+    const TileSource t =
+        tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
     for (int kb = 0; kb < t.k_blocks; ++kb) {
       f(t, kb, state);
       state.advance();

@@ -35,7 +35,8 @@ using Fp8Pipeline = StagePipeline<Traits::kStages>;
 template <class Traits>
 __device__ __forceinline__ void produce_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                               const Fp8Pipeline<Traits>& pipe) {
-  for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
+  for_each_producer_stage<Traits, Traits::kElementBytes>(p, [&](const TileSource& t, int kb,
+                                                                const PipelineState<Traits::kStages>& state) {
     pipe.producer_acquire(state);
     if constexpr (Traits::kAnyPacked) {
       // Packed maps count K in bytes: a k-block is 64 of them.
@@ -97,7 +98,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
 #pragma unroll
     for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
     const std::int64_t k = read_only(g->k);
-    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
+    const int k_blocks = static_cast<int>(core::ceil_div(k * Traits::kElementBytes, kBlockK));
     const int first_block_chunks = mainloop.first_block_chunks(c.n_block);
     for (int kb = 0; kb < k_blocks; ++kb) {
       pipe.consumer_wait(state);
@@ -131,22 +132,28 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
 
   const Fp8Pipeline<Traits> pipe{ss.full, ss.empty, Traits::kAnyPacked ? ss.raw_full : nullptr};
   if (threadIdx.x == 0) {
-    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    pipe.init(1 + Traits::kScaleLoaderArrivals /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
     prefetch_kernel_maps(p);
   }
   __syncthreads();
 
   run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>(
-      [&] { produce_tiles<Traits>(p, ss, pipe); }, [&](int loader) { load_scales<Traits>(p, ss, pipe, loader); },
+      [&] { produce_tiles<Traits>(p, ss, pipe); },
+      [&](int loader) {
+        if constexpr (!Traits::kStaged) load_scales<Traits>(p, ss, pipe, loader);
+      },
       [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
-// visit_tile, plus fp8-block128's 128 x 192 tile where TraitsOf is fp8-block128's (launch.hpp).
+// visit_tile, plus fp8-block128's 128 x 192 tile and staged mxfp8's 128 x 256 where TraitsOf is theirs
+// (launch.hpp).
 template <template <int, int> class TraitsOf, class F>
 bool visit_fp8_tile(int block_m, int block_n, F&& f) {
   using Narrow = TraitsOf<128, 128>;
   if constexpr (Narrow::kScales == ScaleGranularity::block128 && !Narrow::kAnyPacked)
     if (block128_wide_tile(block_m, block_n)) return f(TraitsOf<128, 192>{}), true;
+  if constexpr (Narrow::kStaged)
+    if (staged_wide_tile(block_m, block_n)) return f(TraitsOf<128, 256>{}), true;
   return visit_tile<TraitsOf>(block_m, block_n, f);
 }
 

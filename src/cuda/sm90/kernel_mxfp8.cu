@@ -28,6 +28,7 @@ struct DepthOf {
 
 int fp8_kernel_stages(const KernelChoice& choice) {
   const int m = choice.block_m, n = choice.block_n;
+  if (choice.scales == ScaleGranularity::staged) return staged_kernel_stages(choice);
   if (choice.scales == ScaleGranularity::block128)
     return stages_for_tile<DepthOf<ScaleGranularity::block128, false, false>::Traits>(m, n);
   if (choice.a_packed) return stages_for_tile<DepthOf<ScaleGranularity::mx32, true, true>::Traits>(m, n);

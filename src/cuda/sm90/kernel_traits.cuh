@@ -52,14 +52,22 @@ struct Fp8KernelTraits {
   static constexpr bool kBPacked = BPacked;
   static constexpr bool kAnyPacked = APacked || BPacked;
   static constexpr ScaleGranularity kScales = Scales;
+  // Staged mxfp8 (stage_bf16.cu): A and B arrive as bf16 with their scales folded in, a stage's 128-byte
+  // rows hold 64 of K, BF16 wgmma accumulate the whole K in the result registers, and the scale loaders
+  // have nothing to do.
+  static constexpr bool kStaged = Scales == ScaleGranularity::staged;
+  static_assert(!kStaged || !(APacked || BPacked));
+  static constexpr int kElementBytes = kStaged ? 2 : 1;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
   static constexpr int kWarpgroupsAlongM = BlockM / 64;
   static constexpr int kWarpgroupsAlongN = 2 / kWarpgroupsAlongM;
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;  // wgmma N of one consumer warpgroup
   static constexpr int kAccumulators = kWarpgroupN / 2;           // fp32 registers per accumulator per thread
-  // Only fp8-block128 (one scale product per row, no FP4 widening) can run its producers in 56 registers.
-  static constexpr bool kWideAccumulators = kWarpgroupN > 128;
+  // Partial sums and results of more than 128 columns: only fp8-block128 (one scale product per row, no FP4
+  // widening) can run its producers in 56 registers. Staged tiles have no partial sums: 256 columns are
+  // 128 registers.
+  static constexpr bool kWideAccumulators = kWarpgroupN > 128 && !kStaged;
   static_assert(!kWideAccumulators || (Scales == ScaleGranularity::block128 && !kAnyPacked && kWarpgroupN == 192),
                 "more than 128 columns per consumer warpgroup only for fp8-block128's 128 x 192 tile");
   static constexpr int kConsumerRegs = kWideAccumulators ? kWideConsumerRegisters : kConsumerRegisters;
@@ -72,6 +80,8 @@ struct Fp8KernelTraits {
   // bursts of stores, and 4-byte stores take twice the L2 write transactions of the staged 16-byte ones;
   // bench/NOTES.md session 6).
   static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
+  // Scale-loader warps that arrive on each stage's full barrier (none for staged operands).
+  static constexpr int kScaleLoaderArrivals = kStaged ? 0 : 32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);
   // With fp8-block128 one B scale covers 128 columns. A consumer's columns straddle two such blocks only in
   // the 192-wide tile, whose tiles start at a multiple of 64: the boundary then falls between two 8-column
@@ -101,7 +111,7 @@ struct Fp8KernelTraits {
     __device__ std::uint8_t* a() { return bytes; }
     __device__ std::uint8_t* b() { return bytes + kRawABytes; }
   };
-  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kSfaSlots * BlockM + kSfbPerStage);
+  static constexpr std::size_t kStageScaleBytes = kStaged ? 0 : sizeof(float) * (kSfaSlots * BlockM + kSfbPerStage);
   // Stages that fit next to two consumer epilogue areas of `epilogue_bytes` each.
   static constexpr auto kStagesFor = [](std::size_t epilogue_bytes) {
     const std::size_t per_stage = sizeof(Stage) + (kAnyPacked ? sizeof(RawStage) + sizeof(std::uint64_t) : 0) +
@@ -129,6 +139,7 @@ struct Fp8KernelTraits {
   static constexpr std::size_t kEpilogueBytes = kEpilogueBytesFor(kEpilogueBoxes);
   static constexpr int kStages = kStagesFor(kEpilogueBytes);
   static_assert(kStages >= 3, "tile too large for a useful pipeline");
+  static constexpr int kScaleStages = kStaged ? 1 : kStages;  // staged operands: one unused slot
   static_assert(kEpilogueBytes % 1024 == 0, "each consumer's boxes start 1024-byte aligned (the 128-byte swizzle's period)");
 
   // The scale and staging arrays are read as float2 / float4: keep each 16-byte aligned whatever the
@@ -137,8 +148,8 @@ struct Fp8KernelTraits {
     Stage stages[kStages];
     alignas(1024) std::uint8_t epilogue[2][kEpilogueBytes];  // per consumer warpgroup
     RawStage raw[kAnyPacked ? kStages : 1];
-    alignas(16) float sfa[kStages][kSfaSlots][BlockM];
-    alignas(16) float sfb[kStages][kSfbPerStage > 0 ? kSfbPerStage : 1];
+    alignas(16) float sfa[kScaleStages][kSfaSlots][BlockM];
+    alignas(16) float sfb[kScaleStages][kSfbPerStage > 0 ? kSfbPerStage : 1];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     alignas(8) std::uint64_t raw_full[kAnyPacked ? kStages : 1];  // packed tiles landed (TMA -> scale loaders)

@@ -35,6 +35,11 @@ inline constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}}
 // (kernel_traits.cuh).
 inline bool block128_wide_tile(int block_m, int block_n) { return block_m == 128 && block_n == 192; }
 
+// Staged mxfp8's 128 x 256 tile (the FP8 kernel's staged instantiation only): two consumer warpgroups of
+// 64 x 256, 128 fp32 result registers each and no partial sums; bf16 operands move twice the bytes of FP8
+// per multiply-add, so the widest tile keeps L2's share down.
+inline bool staged_wide_tile(int block_m, int block_n) { return block_m == 128 && block_n == 256; }
+
 // The output tiles of a problem at 128 rows per tile, counted for 128 and 192 columns, to choose between
 // fp8-block128's 128 x 128 and 128 x 192 tiles (add() once per group, or per `count` alike groups).
 struct Block128TileWork {
@@ -91,6 +96,28 @@ int fp8_kernel_stages(const KernelChoice& choice);
 // Launches the persistent kernel on `grid` CTAs.
 cudaError_t launch_fp8_block128(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 cudaError_t launch_mxfp8(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+// Staged mxfp8 (KernelPath::staged): the FP8 kernel's BF16 instantiation over operands that
+// launch_stage_bf16 wrote into the workspace.
+cudaError_t launch_staged(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
+int staged_kernel_stages(const KernelChoice& choice);
+
+// One operand of the MoE forms staged as bf16 with its ue8m0 block scales (one per 32 of K) folded in:
+// dst[batch][row][k] = src[batch][row][k] * 2^(scale - 127), exact in bf16 for every e4m3 / e5m2 value
+// and scales down to 2^-124 / 2^-117 (below, the smallest elements round; the decoding kernel's rule).
+struct StageOperand {
+  const std::uint8_t* src = nullptr;  // e4m3 or e5m2 elements, K-major
+  bool e5m2 = false;
+  std::int64_t rows = 0, k = 0, ld = 0, batches = 1, batch_stride = 0;  // in elements
+  const std::uint8_t* scales = nullptr;  // ue8m0 codes
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  std::int64_t scale_ld = 0, scale_batch_stride = 0;
+  std::uint16_t* dst = nullptr;  // bf16 bits
+  std::int64_t dst_ld = 0, dst_batch_stride = 0;
+};
+// Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
+inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
+cudaError_t launch_stage_bf16(const StageOperand& op, cudaStream_t stream);
+
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
 cudaError_t launch_mxfp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 

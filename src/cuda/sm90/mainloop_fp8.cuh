@@ -56,7 +56,22 @@ struct Fp8Mainloop {
                                    int first_block_chunks, float (&acc)[kAcc], float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
     const std::uint64_t desc_b = ptx::make_smem_desc_sw128(ss.stages[s].b + wg_n * Traits::kWarpgroupN * kBlockK);
-    if constexpr (Traits::kScales == ScaleGranularity::block128) {
+    if constexpr (Traits::kStaged) {
+      // bf16 operands with their scales folded in (stage_bf16.cu): four k16 wgmma per stage (32 bytes of
+      // each 128-byte row apiece, the same descriptor steps as FP8's k32) accumulate straight into the
+      // result in fp32 over the whole K, so nothing is promoted.
+      turns.wait_turn();
+      ptx::fence_accumulators(result);
+      ptx::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kBlockK / 32; ++k)
+        ptx::WgmmaBf16<Traits::kWarpgroupN>::mma(result, ptx::advance_desc(desc_a, 32 * k),
+                                                 ptx::advance_desc(desc_b, 32 * k), 1u);
+      ptx::wgmma_commit();
+      turns.pass_turn();
+      ptx::wgmma_wait<0>();
+      ptx::fence_accumulators(result);
+    } else if constexpr (Traits::kScales == ScaleGranularity::block128) {
       // The scales (A's times B's, scale_loader.cuh) are read before the wgmma and used after them:
       // shared-memory reads queue behind the tensor cores' operand traffic, and their latency hides
       // under the batch.

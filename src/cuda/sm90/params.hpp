@@ -17,6 +17,7 @@ enum class ScaleGranularity : std::uint8_t {
   block128,  // fp8-block128: one scale per 128 of K (A per row, B per 128 columns)
   mx32,      // mxfp8, mxfp4: one scale per 32 of K, per row of A and per column of B
   nv16,      // nvfp4: one scale per 16 of K, per row of A and per column of B
+  staged,    // none in the kernel: mxfp8 operands staged as bf16 with their scales folded in (stage_bf16.cu)
 };
 
 // Scales per row (or column) of an operand in one 128-deep stage.
@@ -58,7 +59,9 @@ struct alignas(16) DeviceStatus {
 
 // The FP8 kernel's tiles that write through the TMA-store epilogue (epilogue.cuh): fp8-block128's. MX tiles
 // store from the registers instead, which measured 4% faster for mxfp8 (bench/NOTES.md, version 11d).
-constexpr bool tma_store_epilogue(ScaleGranularity g) { return g == ScaleGranularity::block128; }
+constexpr bool tma_store_epilogue(ScaleGranularity g) {
+  return g == ScaleGranularity::block128 || g == ScaleGranularity::staged;
+}
 
 // The TMA-store epilogue's box of 16-bit D (KernelParams::d_map): 64 rows of 128 bytes, the widest box the
 // 128-byte swizzle takes.
