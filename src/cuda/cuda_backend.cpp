@@ -98,6 +98,29 @@ StagedBuffers staged_buffers(const GemmArguments& args, std::size_t base) {
   return s;
 }
 
+// One operand of the MoE forms for launch_stage_bf16: `batches` x `rows` x k elements `ld` apart, their
+// scales, and the bf16 copy at `dst` (rows staged_ld elements apart, batches `rows` rows apart).
+StageOperand stage_operand(const OperandType& type, const void* data, std::int64_t rows, std::int64_t k, std::int64_t ld,
+                           std::int64_t batches, std::int64_t batch_stride, const void* scales, std::int64_t scale_ld,
+                           std::int64_t scale_batch_stride, std::uint8_t* dst, std::int64_t dst_ld) {
+  StageOperand op;
+  op.src = static_cast<const std::uint8_t*>(data);
+  op.e5m2 = type.element == DataType::e5m2;
+  op.rows = rows;
+  op.k = k;
+  op.ld = ld;
+  op.batches = batches;
+  op.batch_stride = batch_stride;
+  op.scales = static_cast<const std::uint8_t*>(scales);
+  op.scale_layout = type.scale_layout;
+  op.scale_ld = scale_ld;
+  op.scale_batch_stride = scale_batch_stride;
+  op.dst = reinterpret_cast<std::uint16_t*>(dst);
+  op.dst_ld = dst_ld;
+  op.dst_batch_stride = dst_ld * rows;
+  return op;
+}
+
 // The planner's path: the FP8 kernel for fp8-block128, mxfp8 and mxfp8 x mxfp4 (where it measured
 // faster: bench/NOTES.md version 7), the decoding kernel for the rest, mxfp4 included (239 against 195
 // TFLOP/s prefill and even at decode shapes once the scale loaders kept pace: version 8).
@@ -622,36 +645,12 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     std::int64_t b_ld = whole.b.ld, b_batch_stride = whole.b.batch_stride;
     if (plan.kernel.scales == ScaleGranularity::staged) {
       const StagedBuffers staged = staged_buffers(args, layout.total);
-      StageOperand a;
-      a.src = static_cast<const std::uint8_t*>(args.moe.a);
-      a.e5m2 = args.a_type.element == DataType::e5m2;
-      a.rows = args.moe.rows;
-      a.k = args.moe.k;
-      a.ld = whole.a.ld;
-      a.batches = a_batches;
-      a.batch_stride = masked ? whole.a.batch_stride : 0;
-      a.scales = static_cast<const std::uint8_t*>(args.moe.sfa);
-      a.scale_layout = args.a_type.scale_layout;
-      a.scale_ld = whole.sfa.ld;
-      a.scale_batch_stride = masked ? whole.sfa.batch_stride : 0;
-      a.dst = reinterpret_cast<std::uint16_t*>(ws + staged.a);
-      a.dst_ld = staged.ld;
-      a.dst_batch_stride = staged.ld * args.moe.rows;
-      StageOperand b;
-      b.src = static_cast<const std::uint8_t*>(args.moe.b);
-      b.e5m2 = args.b_type.element == DataType::e5m2;
-      b.rows = args.moe.n;
-      b.k = args.moe.k;
-      b.ld = whole.b.ld;
-      b.batches = groups;
-      b.batch_stride = whole.b.batch_stride;
-      b.scales = static_cast<const std::uint8_t*>(args.moe.sfb);
-      b.scale_layout = args.b_type.scale_layout;
-      b.scale_ld = whole.sfb.ld;
-      b.scale_batch_stride = whole.sfb.batch_stride;
-      b.dst = reinterpret_cast<std::uint16_t*>(ws + staged.b);
-      b.dst_ld = staged.ld;
-      b.dst_batch_stride = staged.ld * args.moe.n;
+      const StageOperand a = stage_operand(args.a_type, args.moe.a, args.moe.rows, args.moe.k, whole.a.ld, a_batches,
+                                           masked ? whole.a.batch_stride : 0, args.moe.sfa, whole.sfa.ld,
+                                           masked ? whole.sfa.batch_stride : 0, ws + staged.a, staged.ld);
+      const StageOperand b = stage_operand(args.b_type, args.moe.b, args.moe.n, args.moe.k, whole.b.ld, groups,
+                                           whole.b.batch_stride, args.moe.sfb, whole.sfb.ld, whole.sfb.batch_stride,
+                                           ws + staged.b, staged.ld);
       if (cudaError_t e = launch_stage_bf16(a, stream); e != cudaSuccess) return cuda_failure(e, "staging A as bf16");
       if (cudaError_t e = launch_stage_bf16(b, stream); e != cudaSuccess) return cuda_failure(e, "staging B as bf16");
       a_element = b_element = DataType::bf16;

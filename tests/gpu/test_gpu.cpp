@@ -219,6 +219,29 @@ TEST(PlannerRules, Block128WideTile) {
   EXPECT_EQ(w.columns192, 2 * 2 * 4224);
 }
 
+// The staged path's workspace holds bf16 copies of A and B past the records (cuda_backend.cpp
+// staged_buffers): rows x staged_ld(K) and groups x N x staged_ld(K) elements of 2 bytes, 256-byte aligned.
+TEST(PlannerRules, StagedWorkspace) {
+  const RecipeVariant v{"mxfp8", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+                        fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0), KernelPath::staged};
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(make_spec(v, layout, DataType::bf16, moe_groups({100, 200}, 264, 330), 7), &host).ok());
+    RunOptions staged;
+    staged.backend = Backend::cuda;
+    staged.path = KernelPath::staged;
+    RunOptions fp8_path = staged;
+    fp8_path.path = KernelPath::fp8;
+    const std::int64_t ld = cuda::staged_ld(330);
+    EXPECT_EQ(ld, 336);
+    const std::int64_t a_rows = layout == GroupLayout::masked ? 2 * 200 : 300;
+    const std::size_t staged_bytes = static_cast<std::size_t>((a_rows + 2 * 264) * ld * 2);
+    const std::size_t grown = workspace_size(host.args(), staged) - workspace_size(host.args(), fp8_path);
+    EXPECT_GE(grown, staged_bytes) << to_string(layout);
+    EXPECT_LT(grown, staged_bytes + 3 * 256) << to_string(layout);
+  }
+}
+
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
 
 // The records of every group of `w` in order, as copy_host_records (cuda_backend.cpp) builds them.
