@@ -587,6 +587,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   // captured into a graph, which takes the device path with the descriptions copied alongside.
   const bool host = args.descriptions == MemoryLocation::host;
   const bool host_records = host && !capturing(stream);
+  StageOperand staging[2];  // the staged path's A and B (rows stay 0 otherwise: nothing to launch)
   // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
   const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
   if (args.layout == GroupLayout::pointer_array) {
@@ -637,7 +638,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     const bool masked = args.layout == GroupLayout::masked;
     const std::int64_t a_batches = masked ? groups : 1;
     const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
-    // What the maps read: the user's operands, or their bf16 copies in the workspace (staged path).
+    // What the maps read: the user's operands, or their bf16 copies in the workspace (staged path, written
+    // by the two staging passes launched right before the GEMM kernel).
     DataType a_element = args.a_type.element, b_element = args.b_type.element;
     const void* a_data = args.moe.a;
     const void* b_data = args.moe.b;
@@ -651,8 +653,8 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
       const StageOperand b = stage_operand(args.b_type, args.moe.b, args.moe.n, args.moe.k, whole.b.ld, groups,
                                            whole.b.batch_stride, args.moe.sfb, whole.sfb.ld, whole.sfb.batch_stride,
                                            ws + staged.b, staged.ld);
-      if (cudaError_t e = launch_stage_bf16(a, stream); e != cudaSuccess) return cuda_failure(e, "staging A as bf16");
-      if (cudaError_t e = launch_stage_bf16(b, stream); e != cudaSuccess) return cuda_failure(e, "staging B as bf16");
+      staging[0] = a;
+      staging[1] = b;
       a_element = b_element = DataType::bf16;
       a_data = a.dst;
       b_data = b.dst;
@@ -677,6 +679,10 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
     return cuda_failure(e, "launching the prepare kernel");
   }
+  // The staging passes go last before the GEMM kernel, whose programmatic launch then waits for the second
+  // of them (which ran after the first) in griddepcontrol.wait.
+  for (const StageOperand& op : staging)
+    if (cudaError_t se = launch_stage_bf16(op, stream); se != cudaSuccess) return cuda_failure(se, "staging an operand as bf16");
   if (plan.kernel.swapped) {
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
   } else if (plan.kernel.decode) {
