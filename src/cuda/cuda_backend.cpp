@@ -71,11 +71,13 @@ bool swapped_runs(const GemmArguments& a) {
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
 
-// What the staged path runs (KernelPath::staged): mxfp8 in the MoE forms, where A and B are one tensor each
-// and a row's scales sit at its own row (the contiguous form's blocked SFA pads each group to 128 rows,
-// which only the group records know).
+// What the staged path runs (KernelPath::staged): A and B each mxfp8, mxfp4 or nvfp4 (whose scales fold
+// into bf16 exactly; fp8-block128's fp32 scales would not), in the MoE forms, where A and B are one tensor
+// each and a row's scales sit at its own row (the contiguous form's blocked SFA pads each group to 128
+// rows, which only the group records know).
 bool staged_runs(const GemmArguments& a) {
-  if (!is_mxfp8(a) || a.layout == GroupLayout::pointer_array) return false;
+  const auto stageable = [](Recipe r) { return r == Recipe::mxfp8 || r == Recipe::mxfp4 || r == Recipe::nvfp4; };
+  if (!stageable(a.a_type.recipe) || !stageable(a.b_type.recipe) || a.layout == GroupLayout::pointer_array) return false;
   return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
 
@@ -105,7 +107,8 @@ StageOperand stage_operand(const OperandType& type, const void* data, std::int64
                            std::int64_t scale_batch_stride, std::uint8_t* dst, std::int64_t dst_ld) {
   StageOperand op;
   op.src = static_cast<const std::uint8_t*>(data);
-  op.e5m2 = type.element == DataType::e5m2;
+  op.element = type.element;
+  op.nv16 = type.recipe == Recipe::nvfp4;
   op.rows = rows;
   op.k = k;
   op.ld = ld;
@@ -262,7 +265,11 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   plan.kernel.a_scales = granularity_of(args.a_type.recipe);
   plan.kernel.b_scales = granularity_of(args.b_type.recipe);
   const bool staged = options.path == KernelPath::staged;
-  if (staged) plan.kernel.scales = ScaleGranularity::staged;
+  if (staged) {
+    // The GEMM kernel sees the bf16 copies: no packed operands, no scales.
+    plan.kernel.scales = ScaleGranularity::staged;
+    plan.kernel.a_packed = plan.kernel.b_packed = false;
+  }
   if (options.tile_m != 0 || options.tile_n != 0) {
     plan.kernel.block_m = options.tile_m;
     plan.kernel.block_n = options.tile_n;
@@ -279,7 +286,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   };
   // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
   const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
-  if (swapped_runs(args) && options.path != KernelPath::fp8 &&
+  if (swapped_runs(args) && options.path != KernelPath::fp8 && !staged &&
       (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
     plan.kernel.swapped = true;
     plan.kernel.decode = true;
@@ -458,12 +465,13 @@ bool device_available() {
 }
 
 Status can_implement(const GemmArguments& args, const RunOptions& options) {
-  if (!fp8_path_runs(args) && !bf16_path_runs(args))
+  if (!fp8_path_runs(args) && !bf16_path_runs(args) && !(options.path == KernelPath::staged && staged_runs(args)))
     return Status::error(StatusCode::not_supported, -1, "b_type.recipe",
                          std::string("the cuda back end runs fp8-block128, mxfp8, mxfp4 and nvfp4 (A and B of the same "
                                      "recipe) and FP8 activations (mxfp8, fp8-block128) with FP4 weights (mxfp4, nvfp4); ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) +
-                             " runs on the cpu back end (--backend cpu)");
+                             " runs on the cpu back end (--backend cpu), or with --kernel-path staged in the MoE forms when "
+                             "A and B are each mxfp8, mxfp4 or nvfp4");
   if (options.path == KernelPath::fp8 && !fp8_path_runs(args))
     return Status::error(StatusCode::not_supported, -1, "path",
                          std::string("kernel path fp8 runs fp8-block128, mxfp8, mxfp4 and mxfp8 x mxfp4, not ") +
@@ -474,8 +482,8 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
   if (options.path == KernelPath::staged && !staged_runs(args))
     return Status::error(StatusCode::not_supported, -1, "path",
-                         std::string("kernel path staged runs mxfp8 x mxfp8 in the contiguous form (A's scales linear or "
-                                     "mn-major) and the masked form, not ") +
+                         std::string("kernel path staged runs mxfp8, mxfp4 and nvfp4 (A and B any of them) in the contiguous "
+                                     "form (A's scales linear or mn-major) and the masked form, not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + " in the " +
                              to_string(args.layout) + " form with A's scales " + to_string(args.a_type.scale_layout) +
                              ": use fp8, bf16 or auto");
@@ -683,7 +691,9 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   // of them (which ran after the first) in griddepcontrol.wait.
   for (const StageOperand& op : staging)
     if (cudaError_t se = launch_stage_bf16(op, stream); se != cudaSuccess) return cuda_failure(se, "staging an operand as bf16");
-  if (plan.kernel.swapped) {
+  if (plan.kernel.scales == ScaleGranularity::staged) {
+    e = launch_staged(plan.kernel, kernel, plan.grid, stream);
+  } else if (plan.kernel.swapped) {
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
   } else if (plan.kernel.decode) {
     if (!launch_decode_fp4(plan.kernel, kernel, plan.grid, stream, &e) &&
@@ -691,8 +701,6 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
       e = cudaErrorInvalidValue;
   } else if (plan.kernel.a_packed || plan.kernel.b_packed) {
     e = launch_mxfp4(plan.kernel, kernel, plan.grid, stream);
-  } else if (plan.kernel.scales == ScaleGranularity::staged) {
-    e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.scales == ScaleGranularity::mx32) {
     e = launch_mxfp8(plan.kernel, kernel, plan.grid, stream);
   } else {

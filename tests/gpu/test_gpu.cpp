@@ -543,10 +543,12 @@ TEST(GpuShapes, Block128WideTile) {
   }
 }
 
-// Kernel path staged (mxfp8 staged as bf16 in the workspace, then BF16 wgmma): both MoE forms, every output
-// type, e4m3 and e5m2 on either side, linear, blocked and mn-major scales where the path takes them, ragged
-// groups, K ending inside a 32-block, the planner's tile and 128 x 256 forced, host and device descriptions.
-TEST(GpuShapes, Mxfp8Staged) {
+// Kernel path staged (operands staged as bf16 in the workspace, then BF16 wgmma): both MoE forms, every
+// output type, mxfp8 (e4m3 and e5m2 on either side), mxfp4, nvfp4 and their mixes (mxfp4 x nvfp4 runs on
+// this path only), linear, blocked and mn-major scales where the path takes them, ragged groups, K ending
+// inside a 32-block and inside a 16-block, the planner's tile and 128 x 256 forced, host and device
+// descriptions.
+TEST(GpuShapes, Staged) {
   SKIP_WITHOUT_GPU();
   const std::vector<RecipeVariant> variants = {
       {"mxfp8_staged_e4m3_e4m3", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
@@ -555,12 +557,21 @@ TEST(GpuShapes, Mxfp8Staged) {
        fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0, ScaleLayout::mn_major), KernelPath::staged},
       {"mxfp8_staged_e4m3_e5m2", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
        fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0), KernelPath::staged},
+      {"mxfp4_staged", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0, ScaleLayout::blocked_128x4), KernelPath::staged},
+      {"nvfp4_staged", fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::mn_major),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4), KernelPath::staged},
+      {"mxfp8_x_nvfp4_staged", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3), KernelPath::staged},
+      {"mxfp4_x_nvfp4_staged", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
+       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3), KernelPath::staged},
   };
   std::uint64_t seed = 995000;
   for (const RecipeVariant& v : variants)
     for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked})
       for (const DataType d : {DataType::bf16, DataType::f16, DataType::f32}) {
-        WorkloadSpec s = make_spec(v, layout, d, moe_groups({150, 5, 0, 260}, layout == GroupLayout::masked ? 300 : 264, 328),
+        WorkloadSpec s = make_spec(v, layout, d, moe_groups({150, 5, 0, 260}, layout == GroupLayout::masked ? 300 : 264,
+                                                             layout == GroupLayout::masked ? 328 : 336),
                                    ++seed);
         s.beta = d == DataType::f32 ? 0.5f : 0.0f;
         run_and_check(v, s, MemoryLocation::host);
@@ -589,7 +600,7 @@ TEST(GpuShapes, Mxfp8Staged) {
 
 // What kernel path staged refuses, before anything runs: the pointer-array form, and the contiguous form
 // with A's scales in the blocked layout (their rows are padded per group).
-TEST(GpuShapes, Mxfp8StagedRefusals) {
+TEST(GpuShapes, StagedRefusals) {
   SKIP_WITHOUT_GPU();
   RunOptions o;
   o.backend = Backend::cuda;

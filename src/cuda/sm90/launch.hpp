@@ -101,14 +101,16 @@ cudaError_t launch_mxfp8(const KernelChoice& choice, const KernelParams& params,
 cudaError_t launch_staged(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 int staged_kernel_stages(const KernelChoice& choice);
 
-// One operand of the MoE forms staged as bf16 with its ue8m0 block scales (one per 32 of K) folded in:
-// dst[batch][row][k] = src[batch][row][k] * 2^(scale - 127), exact in bf16 for every e4m3 / e5m2 value
-// and scales down to 2^-124 / 2^-117 (below, the smallest elements round; the decoding kernel's rule).
+// One operand of the MoE forms staged as bf16 with its block scales folded in: dst[batch][row][k] =
+// src[batch][row][k] * scale(batch, row, k), ue8m0 per 32 of K (mxfp8, mxfp4) or ue4m3 per 16 (nvfp4;
+// its global scale stays in alpha). Exact in bf16 for every e2m1 value at every scale, and for e4m3 / e5m2
+// down to scales of 2^-124 / 2^-117 (below, the smallest elements round; the decoding kernel's rule).
 struct StageOperand {
-  const std::uint8_t* src = nullptr;  // e4m3 or e5m2 elements, K-major
-  bool e5m2 = false;
+  const std::uint8_t* src = nullptr;  // K-major elements
+  DataType element = DataType::e4m3;  // e4m3, e5m2 or e2m1 (two per byte, the low nibble first)
+  bool nv16 = false;                  // ue4m3 scales per 16 of K instead of ue8m0 per 32
   std::int64_t rows = 0, k = 0, ld = 0, batches = 1, batch_stride = 0;  // in elements
-  const std::uint8_t* scales = nullptr;  // ue8m0 codes
+  const std::uint8_t* scales = nullptr;  // the scale codes
   ScaleLayout scale_layout = ScaleLayout::linear;
   std::int64_t scale_ld = 0, scale_batch_stride = 0;
   std::uint16_t* dst = nullptr;  // bf16 bits

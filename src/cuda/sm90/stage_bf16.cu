@@ -1,21 +1,25 @@
-// The staging pass of KernelPath::staged: one mxfp8 operand of the MoE forms rewritten as bf16 with its
-// ue8m0 block scales folded in, so that the GEMM kernel runs BF16 wgmma over the whole K with nothing to
+// The staging pass of KernelPath::staged: one operand of the MoE forms (mxfp8, mxfp4 or nvfp4) rewritten as
+// bf16 with its block scales folded in, so that the GEMM kernel runs BF16 wgmma over the whole K with nothing to
 // promote (kernel_staged.cu).
 //
 // One thread per 32-element scale block of a row at a time: it reads the 32 codes (two 16-byte loads where
 // the block is whole and aligned, else byte by byte), the block's scale, and writes 32 bf16 (four 16-byte
 // stores, or element by element at the K tail). Neighbouring threads take neighbouring blocks of a row,
 // so reads and writes are coalesced; the pass is bound by HBM bandwidth (1 byte read, 2 written per
-// element). Conversion: FP8 -> f16 (exact, hardware), f16 -> f32 (exact), times 2^(code - 127) (exact
-// unless the product leaves fp32's range), -> bf16 with round-to-nearest-even (exact for every normal
-// bf16; the README's accuracy section names where subnormals round).
+// element, half a byte for FP4). Conversion: e2m1 -> e4m3 (exact), FP8 -> f16 (exact, hardware), f16 ->
+// f32 (exact), times the scale (2^(code - 127) or a ue4m3 value: exact unless the product leaves fp32's
+// range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4), -> bf16 with
+// round-to-nearest-even (exact for every normal bf16; the README's accuracy section names where subnormals
+// round).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
 #include <cstdint>
 
+#include "bsgemm/formats.hpp"
 #include "bsgemm/recipe.hpp"
+#include "src/core/fp4_to_fp8.hpp"
 #include "src/cuda/sm90/launch.hpp"
 
 namespace bsgemm::cuda {
@@ -39,27 +43,44 @@ __device__ __forceinline__ std::uint32_t stage_pair(std::uint32_t codes, bool e5
   return *reinterpret_cast<const std::uint32_t*>(&b);
 }
 
-// The 32-element block at src (valid of them before K's end) times `scale`, as bf16 at dst.
-__device__ __forceinline__ void stage_block(const std::uint8_t* src, std::uint16_t* dst, int valid, bool e5m2,
-                                            float scale) {
-  std::uint32_t codes[8];  // four codes per word, in K order
-  if (valid == 32 && (reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
-    const uint4 lo = __ldg(reinterpret_cast<const uint4*>(src));
-    const uint4 hi = __ldg(reinterpret_cast<const uint4*>(src) + 1);
-    codes[0] = lo.x, codes[1] = lo.y, codes[2] = lo.z, codes[3] = lo.w;
-    codes[4] = hi.x, codes[5] = hi.y, codes[6] = hi.z, codes[7] = hi.w;
+// Eight 8-bit codes per pair of words at `src`, 32 of them in K order (four per word); `bytes` of them
+// valid, the rest zero.
+__device__ __forceinline__ void load_codes(const std::uint8_t* src, int bytes, std::uint32_t* words, int count) {
+  if (bytes == 4 * count && (reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
+#pragma unroll
+    for (int q = 0; q < count / 4; ++q) {
+      const uint4 v = __ldg(reinterpret_cast<const uint4*>(src) + q);
+      words[4 * q] = v.x, words[4 * q + 1] = v.y, words[4 * q + 2] = v.z, words[4 * q + 3] = v.w;
+    }
   } else {
 #pragma unroll
-    for (int w = 0; w < 8; ++w) {
-      codes[w] = 0;
+    for (int w = 0; w < count; ++w) {
+      words[w] = 0;
 #pragma unroll
       for (int j = 0; j < 4; ++j)
-        if (4 * w + j < valid) codes[w] |= static_cast<std::uint32_t>(__ldg(src + 4 * w + j)) << (8 * j);
+        if (4 * w + j < bytes) words[w] |= static_cast<std::uint32_t>(__ldg(src + 4 * w + j)) << (8 * j);
     }
   }
+}
+
+// The 32-element block at src (valid of them before K's end) times its scales (first for elements 0-15,
+// second for 16-31), as bf16 at dst. FP4 codes are first widened to e4m3 (exact, fp4_to_fp8.hpp).
+__device__ __forceinline__ void stage_block(const std::uint8_t* src, std::uint16_t* dst, int valid, DataType element,
+                                            float first, float second) {
+  std::uint32_t codes[8];  // 8-bit codes, four per word, in K order
+  if (element == DataType::e2m1) {
+    std::uint32_t packed[4];  // eight e2m1 codes per word
+    load_codes(src, (valid + 1) / 2, packed, 4);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) core::e2m1x8_to_e4m3x8(packed[w], &codes[2 * w], &codes[2 * w + 1]);
+  } else {
+    load_codes(src, valid, codes, 8);
+  }
+  const bool e5m2 = element == DataType::e5m2;
   std::uint32_t pairs[16];
 #pragma unroll
   for (int w = 0; w < 8; ++w) {
+    const float scale = w < 4 ? first : second;
     pairs[2 * w] = stage_pair(codes[w], e5m2, scale);
     pairs[2 * w + 1] = stage_pair(codes[w] >> 16, e5m2, scale);
   }
@@ -93,13 +114,25 @@ __global__ void __launch_bounds__(256) stage_bf16_kernel(const StageOperand op) 
        r += static_cast<std::int64_t>(gridDim.x) * rows_per_cta) {
     const std::int64_t batch = r / op.rows;
     const std::int64_t row = r - batch * op.rows;
-    const std::uint8_t* src = op.src + batch * op.batch_stride + row * op.ld;
+    const int shift = op.element == DataType::e2m1 ? 1 : 0;  // elements -> bytes
+    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> shift);
     std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
     const std::uint8_t* scales = op.scales + batch * op.scale_batch_stride;
+    const std::int64_t scale_cols = op.nv16 ? (op.k + 15) / 16 : blocks_per_row;
     for (std::int64_t kb = lane; kb < blocks_per_row; kb += lanes) {
-      const float scale = scale_value(__ldg(scales + scale_offset(op.scale_layout, row, kb, blocks_per_row, op.scale_ld)));
       const int valid = op.k - 32 * kb >= 32 ? 32 : static_cast<int>(op.k - 32 * kb);
-      stage_block(src + 32 * kb, dst + 32 * kb, valid, op.e5m2, scale);
+      float first, second;
+      if (op.nv16) {
+        // Two ue4m3 scales per block (the sign bit ignored, as decode_ue4m3 does); a tail of at most 16
+        // elements has only the first.
+        const std::int64_t col = 2 * kb;
+        first = decode_ue4m3(__ldg(scales + scale_offset(op.scale_layout, row, col, scale_cols, op.scale_ld)));
+        second = valid > 16 ? decode_ue4m3(__ldg(scales + scale_offset(op.scale_layout, row, col + 1, scale_cols, op.scale_ld)))
+                            : 0.0f;
+      } else {
+        first = second = scale_value(__ldg(scales + scale_offset(op.scale_layout, row, kb, scale_cols, op.scale_ld)));
+      }
+      stage_block(src + ((32 * kb) >> shift), dst + 32 * kb, valid, op.element, first, second);
     }
   }
 }
