@@ -11,15 +11,11 @@
 // range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4), -> bf16 with
 // round-to-nearest-even (exact for every normal bf16; the README's accuracy section names where subnormals
 // round).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_fp8.h>
-
 #include <cstdint>
 
 #include "bsgemm/formats.hpp"
 #include "bsgemm/recipe.hpp"
-#include "src/core/fp4_to_fp8.hpp"
+#include "src/core/stage_bf16.hpp"
 #include "src/cuda/sm90/launch.hpp"
 
 namespace bsgemm::cuda {
@@ -34,17 +30,8 @@ __device__ __forceinline__ float scale_value(std::uint32_t code) {
   return __uint_as_float(bits);
 }
 
-// Two FP8 codes (low byte first) times `scale`, as a bf16 pair (low half first).
-__device__ __forceinline__ std::uint32_t stage_pair(std::uint32_t codes, bool e5m2, float scale) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu),
-                                                   e5m2 ? __NV_E5M2 : __NV_E4M3);
-  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x * scale, f.y * scale);
-  return *reinterpret_cast<const std::uint32_t*>(&b);
-}
-
-// Eight 8-bit codes per pair of words at `src`, 32 of them in K order (four per word); `bytes` of them
-// valid, the rest zero.
+// `count` words of codes from src (16-byte loads where all `bytes` are there and src is aligned, else
+// byte by byte, the missing bytes zero).
 __device__ __forceinline__ void load_codes(const std::uint8_t* src, int bytes, std::uint32_t* words, int count) {
   if (bytes == 4 * count && (reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
 #pragma unroll
@@ -71,19 +58,12 @@ __device__ __forceinline__ void stage_block(const std::uint8_t* src, std::uint16
   if (element == DataType::e2m1) {
     std::uint32_t packed[4];  // eight e2m1 codes per word
     load_codes(src, (valid + 1) / 2, packed, 4);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) core::e2m1x8_to_e4m3x8(packed[w], &codes[2 * w], &codes[2 * w + 1]);
+    core::widen_fp4_block(packed, codes);
   } else {
     load_codes(src, valid, codes, 8);
   }
-  const bool e5m2 = element == DataType::e5m2;
   std::uint32_t pairs[16];
-#pragma unroll
-  for (int w = 0; w < 8; ++w) {
-    const float scale = w < 4 ? first : second;
-    pairs[2 * w] = stage_pair(codes[w], e5m2, scale);
-    pairs[2 * w + 1] = stage_pair(codes[w] >> 16, e5m2, scale);
-  }
+  core::stage_codes(codes, element == DataType::e5m2, first, second, pairs);
   if (valid == 32) {
     // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every block's 64 bytes are 16-byte aligned.
 #pragma unroll
