@@ -1,5 +1,5 @@
-// The staging pass's arithmetic (KernelPath::staged, src/cuda/sm90/stage_bf16.cu): one 32-element block of
-// FP8 or FP4 codes times its block scales, as bf16 pairs. __host__ __device__ so that
+// The staging pass's arithmetic (KernelPath::staged, src/cuda/sm90/stage_bf16.cu): one 8-element chunk of
+// FP8 or FP4 codes (never wider than a scale block) times its block scale, as bf16 pairs. __host__ __device__ so that
 // tests/cpu/test_formats.cpp checks the element order and the exactness on the CPU; on the device the FP8
 // codes go through the hardware's exact FP8 -> f16 conversion, on the host through formats.hpp's decoders.
 #pragma once
@@ -36,21 +36,19 @@ BSGEMM_HD inline std::uint32_t stage_pair(std::uint32_t codes, bool e5m2, float 
 #endif
 }
 
-// A block of 32 FP8 codes (four per word, in K order) times `first` (elements 0-15) and `second` (16-31):
-// element e lands in half e % 2 of pairs[e / 2].
-BSGEMM_HD inline void stage_codes(const std::uint32_t (&codes)[8], bool e5m2, float first, float second,
-                                  std::uint32_t (&pairs)[16]) {
-  for (int w = 0; w < 8; ++w) {
-    const float scale = w < 4 ? first : second;
+// A chunk of 8 FP8 codes (four per word, in K order) times `scale`: element e lands in half e % 2 of
+// pairs[e / 2], so that the four words are the chunk's 16 bytes of bf16 in K order.
+BSGEMM_HD inline void stage_chunk(const std::uint32_t (&codes)[2], bool e5m2, float scale, std::uint32_t (&pairs)[4]) {
+  for (int w = 0; w < 2; ++w) {
     pairs[2 * w] = stage_pair(codes[w], e5m2, scale);
     pairs[2 * w + 1] = stage_pair(codes[w] >> 16, e5m2, scale);
   }
 }
 
-// A block of 32 e2m1 codes (eight per word, the low nibble first) as e4m3 codes in stage_codes' order
-// (exact: every e2m1 value is an e4m3 value).
-BSGEMM_HD inline void widen_fp4_block(const std::uint32_t (&packed)[4], std::uint32_t (&codes)[8]) {
-  for (int w = 0; w < 4; ++w) e2m1x8_to_e4m3x8(packed[w], &codes[2 * w], &codes[2 * w + 1]);
+// A chunk of 8 e2m1 codes (one word, the low nibble first) as e4m3 codes in stage_chunk's order (exact:
+// every e2m1 value is an e4m3 value).
+BSGEMM_HD inline void widen_fp4_chunk(std::uint32_t packed, std::uint32_t (&codes)[2]) {
+  e2m1x8_to_e4m3x8(packed, &codes[0], &codes[1]);
 }
 
 }  // namespace bsgemm::core

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -252,6 +253,44 @@ void choose_tile(const GemmArguments& args, Plan* plan) {
       plan->reason += "; 128 x 192 (fewer bytes per multiply-add)";
     }
   }
+}
+
+// Whether the staged path beats the default one for this call, by a cost model whose rates were measured
+// on the H200 (bench/NOTES.md version 14): the default kernels run the MX and NV recipes at about
+// default_flops_per_s when compute bound and read their operands at hbm_bytes_per_s when memory bound; the
+// staged path first moves its bytes (FP8 or FP4 codes read, bf16 written) at staging_bytes_per_s, then its
+// BF16 GEMM runs at staged_flops_per_s. The pass stages all of A (the contiguous form's rows, the masked
+// form's capacity); the multiply-adds count the groups' rows where the host sees them, else expected_m per
+// group, else A's rows. Staging pays from about 270 rows per group at N = 4096.
+struct StagedCostModel {
+  double default_flops_per_s = 320e12;
+  double hbm_bytes_per_s = 4.0e12;
+  double staging_bytes_per_s = 3.3e12;
+  double staged_flops_per_s = 760e12;
+};
+
+bool staged_pays(const GemmArguments& args, const StagedCostModel& model = {}) {
+  const double a_rows = static_cast<double>(args.moe.rows) * (args.layout == GroupLayout::masked ? args.moe.num_groups : 1);
+  const double b_rows = static_cast<double>(args.moe.num_groups) * args.moe.n;
+  const double k = static_cast<double>(args.moe.k);
+  double rows = a_rows;
+  if (const std::vector<std::int64_t> host_rows = host_group_rows(args); !host_rows.empty())
+    rows = static_cast<double>(std::accumulate(host_rows.begin(), host_rows.end(), std::int64_t{0}));
+  else if (args.expected_m > 0)
+    rows = static_cast<double>(args.expected_m) * args.moe.num_groups;
+  const double flops = 2.0 * rows * args.moe.n * k;
+  const auto code_bytes = [](const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; };
+  const double read = (a_rows * code_bytes(args.a_type) + b_rows * code_bytes(args.b_type)) * k;
+  const double unstaged = std::max(flops / model.default_flops_per_s, read / model.hbm_bytes_per_s);
+  const double staged = (read + 2.0 * (a_rows + b_rows) * k) / model.staging_bytes_per_s + flops / model.staged_flops_per_s;
+  return staged < unstaged;
+}
+
+// Whether the planner, left to choose (automatic path, no tile override), takes the staged path given
+// enough workspace.
+bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
+  return options.path == KernelPath::automatic && options.tile_m == 0 && options.tile_n == 0 && staged_runs(args) &&
+         staged_pays(args);
 }
 
 Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
@@ -546,16 +585,37 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
   return Status::success();
 }
 
-std::size_t workspace_size(const GemmArguments& args, const RunOptions& options) {
+namespace {
+
+// The least workspace a call runs with: the records and maps for its group count, plus the bf16 copies
+// where the staged path is asked for by name.
+std::size_t minimum_workspace(const GemmArguments& args, const RunOptions& options) {
   const std::size_t base = workspace_layout(group_count(args)).total;
   return options.path == KernelPath::staged && staged_runs(args) ? staged_buffers(args, base).end : base;
 }
 
-Status run(const GemmArguments& args, const RunOptions& options, void* workspace, std::size_t workspace_bytes,
+// The options a call runs with: the planner's staged choice becomes the staged path where the workspace
+// holds the bf16 copies; with less it keeps the default path (workspace_size() asks for the copies).
+RunOptions resolve_path(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
+  RunOptions resolved = options;
+  if (staged_chosen(args, options) &&
+      workspace_bytes >= staged_buffers(args, workspace_layout(group_count(args)).total).end)
+    resolved.path = KernelPath::staged;
+  return resolved;
+}
+
+}  // namespace
+
+std::size_t workspace_size(const GemmArguments& args, const RunOptions& options) {
+  if (staged_chosen(args, options)) return staged_buffers(args, workspace_layout(group_count(args)).total).end;
+  return minimum_workspace(args, options);
+}
+
+Status run(const GemmArguments& args, const RunOptions& requested, void* workspace, std::size_t workspace_bytes,
            cudaStream_t stream) {
   const std::int32_t groups = group_count(args);
   const WorkspaceLayout layout = workspace_layout(groups);
-  const std::size_t needed = cuda::workspace_size(args, options);
+  const std::size_t needed = minimum_workspace(args, requested);
   if (workspace == nullptr || workspace_bytes < needed)
     return Status::error(StatusCode::invalid_argument, -1, "workspace",
                          "needs " + std::to_string(needed) + " bytes (workspace_size()), got " +
@@ -563,6 +623,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   if (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0)
     return Status::error(StatusCode::invalid_argument, -1, "workspace", "must be 256-byte aligned (cudaMalloc memory is)");
   auto* ws = static_cast<std::uint8_t*>(workspace);
+  const RunOptions options = resolve_path(args, requested, workspace_bytes);
   const Plan plan = choose_plan(args, options);
   const core::CallSpec spec = core::make_call_spec(args);
 
@@ -647,7 +708,7 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
     const std::int64_t a_batches = masked ? groups : 1;
     const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
     // What the maps read: the user's operands, or their bf16 copies in the workspace (staged path, written
-    // by the two staging passes launched right before the GEMM kernel).
+    // by the staging pass launched right before the GEMM kernel).
     DataType a_element = args.a_type.element, b_element = args.b_type.element;
     const void* a_data = args.moe.a;
     const void* b_data = args.moe.b;
@@ -687,10 +748,11 @@ Status run(const GemmArguments& args, const RunOptions& options, void* workspace
   } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
     return cuda_failure(e, "launching the prepare kernel");
   }
-  // The staging passes go last before the GEMM kernel, whose programmatic launch then waits for the second
-  // of them (which ran after the first) in griddepcontrol.wait.
-  for (const StageOperand& op : staging)
-    if (cudaError_t se = launch_stage_bf16(op, stream); se != cudaSuccess) return cuda_failure(se, "staging an operand as bf16");
+  // The staging pass goes last before the GEMM kernel, whose programmatic launch then waits for it in
+  // griddepcontrol.wait.
+  if (plan.kernel.scales == ScaleGranularity::staged)
+    if (cudaError_t se = launch_stage_bf16(staging[0], staging[1], stream); se != cudaSuccess)
+      return cuda_failure(se, "staging A and B as bf16");
   if (plan.kernel.scales == ScaleGranularity::staged) {
     e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.swapped) {
@@ -727,7 +789,9 @@ Status device_status(const void* workspace, cudaStream_t stream) {
   return core::to_status(check, status.failed_group, status.spec, StatusCode::device_error);
 }
 
-std::string describe_plan(const GemmArguments& args, const RunOptions& options) {
+std::string describe_plan(const GemmArguments& args, const RunOptions& requested) {
+  // The plan run() takes with workspace_size()'s bytes.
+  const RunOptions options = resolve_path(args, requested, cuda::workspace_size(args, requested));
   const Plan plan = choose_plan(args, options);
   std::string s = "sm_90a ";
   s += to_string(args.a_type.recipe);

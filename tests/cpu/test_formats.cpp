@@ -151,37 +151,34 @@ TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
       }
 }
 
-// The staged path's block arithmetic (src/core/stage_bf16.hpp): element e of a 32-element block lands in
-// half e % 2 of pairs[e / 2], elements 0-15 take the first scale and 16-31 the second, FP4 goes through its
-// e4m3 widening, and each bf16 equals the exact product (checked in double) wherever that product is a
-// normal bf16: FP8 and FP4 values against ue8m0 scales 2^-100 .. 2^100 and ue4m3 scales.
-TEST(Formats, StagedBlocksAreExactAndInOrder) {
+// The staged path's chunk arithmetic (src/core/stage_bf16.hpp): element e of an 8-element chunk lands in
+// half e % 2 of pairs[e / 2], FP4 goes through its e4m3 widening, and each bf16 equals the exact product
+// (checked in double) wherever that product is a normal bf16: FP8 and FP4 values against ue8m0 scales
+// 2^-100 .. 2^100 and ue4m3 scales.
+TEST(Formats, StagedChunksAreExactAndInOrder) {
   std::mt19937 rng(2029);
-  for (int trial = 0; trial < 2000; ++trial) {
+  for (int trial = 0; trial < 8000; ++trial) {
     const int kind = trial % 3;  // e4m3, e5m2, e2m1
     const bool nv16 = kind == 2 && trial % 2 == 1;
-    std::uint8_t element_codes[32];
+    std::uint8_t element_codes[8];
     for (auto& c : element_codes) c = static_cast<std::uint8_t>(rng() & (kind == 2 ? 0xFu : 0xFFu));
-    std::uint32_t codes[8] = {};
+    std::uint32_t codes[2] = {};
     if (kind == 2) {
-      std::uint32_t packed[4] = {};
-      for (int e = 0; e < 32; ++e) packed[e / 8] |= static_cast<std::uint32_t>(element_codes[e]) << (4 * (e % 8));
-      core::widen_fp4_block(packed, codes);
+      std::uint32_t packed = 0;
+      for (int e = 0; e < 8; ++e) packed |= static_cast<std::uint32_t>(element_codes[e]) << (4 * e);
+      core::widen_fp4_chunk(packed, codes);
     } else {
-      for (int e = 0; e < 32; ++e) codes[e / 4] |= static_cast<std::uint32_t>(element_codes[e]) << (8 * (e % 4));
+      for (int e = 0; e < 8; ++e) codes[e / 4] |= static_cast<std::uint32_t>(element_codes[e]) << (8 * (e % 4));
     }
-    const auto scale = [&]() {
-      return nv16 ? decode_ue4m3(static_cast<std::uint8_t>(rng() % 0x7Fu))
-                  : decode_ue8m0(static_cast<std::uint8_t>(27 + rng() % 201));  // 2^-100 .. 2^100
-    };
-    const float first = scale(), second = scale();
-    std::uint32_t pairs[16];
-    core::stage_codes(codes, kind == 1, first, second, pairs);
-    for (int e = 0; e < 32; ++e) {
+    const float scale = nv16 ? decode_ue4m3(static_cast<std::uint8_t>(rng() % 0x7Fu))
+                             : decode_ue8m0(static_cast<std::uint8_t>(27 + rng() % 201));  // 2^-100 .. 2^100
+    std::uint32_t pairs[4];
+    core::stage_chunk(codes, kind == 1, scale, pairs);
+    for (int e = 0; e < 8; ++e) {
       const std::uint8_t c = element_codes[e];
       const double value = kind == 0 ? decode_e4m3(c) : kind == 1 ? decode_e5m2(c) : decode_e2m1(c);
       if (std::isnan(value)) continue;  // FP8 NaN codes stay NaN (not a value to compare)
-      const double exact = value * (e < 16 ? first : second);
+      const double exact = value * scale;
       const float staged = decode_bf16(static_cast<std::uint16_t>(pairs[e / 2] >> (16 * (e % 2))));
       if (exact == 0 || (std::fabs(exact) >= 0x1p-126 && std::fabs(exact) < 0x1p127))
         EXPECT_EQ(static_cast<double>(staged), exact) << "trial " << trial << " element " << e << " code " << int(c);

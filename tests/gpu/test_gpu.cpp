@@ -99,8 +99,9 @@ struct RunResult {
 void expect_untouched(const HostWorkload& w) { EXPECT_EQ(testing::written_outside_groups(w), ""); }
 
 // Runs `spec` on the GPU and checks it against the fp64 reference.
+// `workspace_for`: the options whose workspace_size() is allocated (default: the run's own).
 RunResult run_and_check(const RecipeVariant& v, const WorkloadSpec& spec, MemoryLocation descriptions,
-                        RunOptions options = {}) {
+                        RunOptions options = {}, const RunOptions* workspace_for = nullptr) {
   const std::string variant = v.name;
   options.backend = Backend::cuda;
   options.path = v.path;
@@ -113,7 +114,7 @@ RunResult run_and_check(const RecipeVariant& v, const WorkloadSpec& spec, Memory
   if (!created.ok()) return r;
   r.host.poison_output();
   DeviceWorkload device;
-  Status s = DeviceWorkload::create(r.host, descriptions, options, 1, &device);
+  Status s = DeviceWorkload::create(r.host, descriptions, workspace_for != nullptr ? *workspace_for : options, 1, &device);
   EXPECT_TRUE(s.ok()) << s.message;
   if (!s.ok()) return r;
   EXPECT_TRUE((s = device.poison_output()).ok()) << s.message;
@@ -240,6 +241,72 @@ TEST(PlannerRules, StagedWorkspace) {
     EXPECT_GE(grown, staged_bytes) << to_string(layout);
     EXPECT_LT(grown, staged_bytes + 3 * 256) << to_string(layout);
   }
+}
+
+// The planner's staged rule (cuda_backend.cpp staged_pays): left to choose, it asks for the bf16 copies
+// where groups are large (prefill) and not where the weights dominate (decode, few rows per group), and
+// never when a tile or a path is forced. run() with less workspace keeps the default path.
+TEST(PlannerRules, StagedChosenForLargeGroups) {
+  const auto args_for = [](Recipe a, Recipe b, GroupLayout layout, std::int64_t rows, int groups, int n, int k) {
+    GemmArguments args;
+    args.a_type = make_operand_type(a);
+    args.b_type = make_operand_type(b);
+    args.layout = layout;
+    args.descriptions = MemoryLocation::device;  // sizes unseen: the rule counts A's rows
+    args.moe.num_groups = groups;
+    args.moe.rows = rows;
+    args.moe.n = n;
+    args.moe.k = k;
+    return args;
+  };
+  RunOptions automatic;
+  automatic.backend = Backend::cuda;
+  RunOptions fp8_path = automatic;
+  fp8_path.path = KernelPath::fp8;
+  const auto staged_extra = [&](const GemmArguments& args, const RunOptions& o) {
+    return workspace_size(args, o) - workspace_size(args, fp8_path);
+  };
+  for (const auto& [a, b] : std::vector<std::pair<Recipe, Recipe>>{
+           {Recipe::mxfp8, Recipe::mxfp8}, {Recipe::mxfp4, Recipe::mxfp4}, {Recipe::nvfp4, Recipe::nvfp4}, {Recipe::mxfp8, Recipe::nvfp4}}) {
+    // The public prefill cases: 8 x 4096 rows and 32 groups of about 1024, N 4096, K 7168; down-projection.
+    const GemmArguments prefill = args_for(a, b, GroupLayout::contiguous, 8 * 4096, 8, 4096, 7168);
+    EXPECT_EQ(staged_extra(prefill, automatic), static_cast<std::size_t>((8 * 4096 + 8 * 4096) * 7168 * 2)) << to_string(a);
+    EXPECT_GT(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 1024, 32, 4096, 7168), automatic), 0u);
+    EXPECT_GT(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 1024, 32, 7168, 2048), automatic), 0u);
+    // Decode: 64 and 16 rows per group (the masked form's capacity, and the contiguous total).
+    for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      const bool masked = layout == GroupLayout::masked;
+      EXPECT_EQ(staged_extra(args_for(a, b, layout, masked ? 64 : 32 * 64, 32, 4096, 7168), automatic), 0u);
+      EXPECT_EQ(staged_extra(args_for(a, b, layout, masked ? 16 : 128 * 16, 128, 3072, 4096), automatic), 0u);
+    }
+    // Around the crossover (about 270 rows per group at N 4096): 128 rows stay, 1024 stage.
+    EXPECT_EQ(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 128, 32, 4096, 7168), automatic), 0u);
+    GemmArguments masked = args_for(a, b, GroupLayout::masked, 1024, 32, 4096, 7168);
+    EXPECT_GT(staged_extra(masked, automatic), 0u);
+    // A masked capacity of 1024 rows holding 64 tokens a group (decode): the rule counts the tokens where
+    // the host sees them (masked_m) or expected_m says so.
+    std::vector<std::int32_t> masked_m(32, 64);
+    masked.descriptions = MemoryLocation::host;
+    masked.moe.masked_m = masked_m.data();
+    EXPECT_EQ(staged_extra(masked, automatic), 0u);
+    std::fill(masked_m.begin(), masked_m.end(), 1024);
+    EXPECT_GT(staged_extra(masked, automatic), 0u);
+    masked.descriptions = MemoryLocation::device;
+    masked.expected_m = 64;
+    EXPECT_EQ(staged_extra(masked, automatic), 0u);
+    // A forced tile or path keeps the planner out of it.
+    RunOptions tile = automatic;
+    tile.tile_m = 128;
+    tile.tile_n = 128;
+    EXPECT_EQ(staged_extra(prefill, tile), 0u);
+    RunOptions bf16_path = automatic;
+    bf16_path.path = KernelPath::bf16;
+    EXPECT_EQ(staged_extra(prefill, bf16_path), 0u);
+  }
+  // fp8-block128 (fp32 scales do not fold into bf16 exactly) and the pointer-array form never stage.
+  EXPECT_EQ(staged_extra(args_for(Recipe::fp8_block128, Recipe::fp8_block128, GroupLayout::contiguous, 8 * 4096, 8, 4096, 7168),
+                         automatic),
+            0u);
 }
 
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
@@ -563,15 +630,15 @@ TEST(GpuShapes, Staged) {
        fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4), KernelPath::staged},
       {"mxfp8_x_nvfp4_staged", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
        fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3), KernelPath::staged},
-      {"mxfp4_x_nvfp4_staged", fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0),
-       fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3), KernelPath::staged},
+      {"mxfp8_x_mxfp4_staged", fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0, ScaleLayout::mn_major),
+       fp8(Recipe::mxfp4, DataType::e2m1, DataType::ue8m0), KernelPath::staged},
   };
   std::uint64_t seed = 995000;
   for (const RecipeVariant& v : variants)
     for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked})
       for (const DataType d : {DataType::bf16, DataType::f16, DataType::f32}) {
         WorkloadSpec s = make_spec(v, layout, d, moe_groups({150, 5, 0, 260}, layout == GroupLayout::masked ? 300 : 264,
-                                                             layout == GroupLayout::masked ? 328 : 336),
+                                                             layout == GroupLayout::masked ? 330 : 336),
                                    ++seed);
         s.beta = d == DataType::f32 ? 0.5f : 0.0f;
         run_and_check(v, s, MemoryLocation::host);
@@ -586,7 +653,7 @@ TEST(GpuShapes, Staged) {
   // bf16), and leading dimensions and batch strides past the dense ones.
   const RecipeVariant v = variants[0];
   for (const bool a_small : {false, true}) {
-    WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::f32, moe_groups({300, 64, 1}, 520, 1000), ++seed);
+    WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::f32, moe_groups({300, 64, 1}, 520, 1003), ++seed);
     s.a_exponent = a_small ? -80 : 100;
     s.b_exponent = a_small ? 100 : -80;
     run_and_check(v, s, MemoryLocation::host);
@@ -595,6 +662,30 @@ TEST(GpuShapes, Staged) {
     WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({70, 129}, 200, 96), ++seed);
     s.padded_strides = true;
     run_and_check(v, s, MemoryLocation::host);
+  }
+}
+
+// The planner's staged choice on the GPU (PlannerRules.StagedChosenForLargeGroups has the rule): large
+// groups run staged with workspace_size()'s bytes and the default path with only the default path's
+// bytes, both checked against the reference.
+TEST(GpuShapes, StagedByPlanner) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v{"mxfp8_auto", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+                        fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0)};
+  RunOptions fp8_path;
+  fp8_path.backend = Backend::cuda;
+  fp8_path.path = KernelPath::fp8;
+  std::uint64_t seed = 996000;
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    const WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({1024, 1000}, 512, 520), ++seed);
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+    RunOptions automatic;
+    automatic.backend = Backend::cuda;
+    ASSERT_GT(workspace_size(host.args(), automatic), workspace_size(host.args(), fp8_path)) << "the planner should stage";
+    EXPECT_NE(describe_plan(host.args(), automatic).find("staged"), std::string::npos) << describe_plan(host.args(), automatic);
+    run_and_check(v, s, MemoryLocation::host);
+    run_and_check(v, s, MemoryLocation::device, {}, &fp8_path);
   }
 }
 
@@ -787,6 +878,18 @@ TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
     run_and_check(v, masked, MemoryLocation::host);
     run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
                   MemoryLocation::device);
+  }
+  // The staged path (its staging pass and the BF16 GEMM), FP8 and FP4 operands, a K tail inside a chunk.
+  for (const RecipeVariant& v :
+       {RecipeVariant{"mxfp8_staged", fp8(Recipe::mxfp8, DataType::e4m3, DataType::ue8m0),
+                      fp8(Recipe::mxfp8, DataType::e5m2, DataType::ue8m0), KernelPath::staged},
+        RecipeVariant{"nvfp4_staged", fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3),
+                      fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4), KernelPath::staged}}) {
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 70}, 136, 202), ++seed),
+                  MemoryLocation::device);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::f32, moe_groups({5, 64}, 72, 160), ++seed);
+    masked.moe_rows = 80;
+    run_and_check(v, masked, MemoryLocation::host);
   }
 }
 

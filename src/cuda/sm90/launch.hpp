@@ -118,7 +118,8 @@ struct StageOperand {
 };
 // Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
 inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
-cudaError_t launch_stage_bf16(const StageOperand& op, cudaStream_t stream);
+// Stages A and B (either may have no rows) in one launch.
+cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, cudaStream_t stream);
 
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
 cudaError_t launch_mxfp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);

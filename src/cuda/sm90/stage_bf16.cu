@@ -1,16 +1,17 @@
-// The staging pass of KernelPath::staged: one operand of the MoE forms (mxfp8, mxfp4 or nvfp4) rewritten as
-// bf16 with its block scales folded in, so that the GEMM kernel runs BF16 wgmma over the whole K with nothing to
-// promote (kernel_staged.cu).
+// The staging pass of KernelPath::staged: the operands of the MoE forms (mxfp8, mxfp4 or nvfp4) rewritten as
+// bf16 with their block scales folded in, so that the GEMM kernel runs BF16 wgmma over the whole K with
+// nothing to promote (kernel_staged.cu). One launch stages A and B (CTAs split between them by rows).
 //
-// One thread per 32-element scale block of a row at a time: it reads the 32 codes (two 16-byte loads where
-// the block is whole and aligned, else byte by byte), the block's scale, and writes 32 bf16 (four 16-byte
-// stores, or element by element at the K tail). Neighbouring threads take neighbouring blocks of a row,
-// so reads and writes are coalesced; the pass is bound by HBM bandwidth (1 byte read, 2 written per
-// element, half a byte for FP4). Conversion: e2m1 -> e4m3 (exact), FP8 -> f16 (exact, hardware), f16 ->
-// f32 (exact), times the scale (2^(code - 127) or a ue4m3 value: exact unless the product leaves fp32's
-// range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4), -> bf16 with
-// round-to-nearest-even (exact for every normal bf16; the README's accuracy section names where subnormals
-// round).
+// A thread takes 8-element chunks of a row: 8 bytes of FP8 codes (4 of FP4) in, 16 bytes of bf16 out, so
+// that a warp's loads and stores cover whole 128-byte lines (a 32-element block per thread, the first
+// version, left each warp access spread over twice or four times the lines: 27% of HBM bandwidth, ncu
+// run 48). Each thread has kChunksInFlight chunks loaded before it converts any, which keeps enough
+// loads in flight for HBM at any row count. Conversion: e2m1 -> e4m3 (exact), FP8 -> f16 (exact,
+// hardware), f16 -> f32 (exact), times the scale (2^(code - 127) or a ue4m3 value: exact unless the
+// product leaves fp32's range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4),
+// -> bf16 with round-to-nearest-even (exact for every normal bf16; the README's accuracy section names
+// where subnormals round).
+#include <algorithm>
 #include <cstdint>
 
 #include "bsgemm/formats.hpp"
@@ -30,108 +31,140 @@ __device__ __forceinline__ float scale_value(std::uint32_t code) {
   return __uint_as_float(bits);
 }
 
-// `count` words of codes from src (16-byte loads where all `bytes` are there and src is aligned, else
-// byte by byte, the missing bytes zero).
-__device__ __forceinline__ void load_codes(const std::uint8_t* src, int bytes, std::uint32_t* words, int count) {
-  if (bytes == 4 * count && (reinterpret_cast<std::uintptr_t>(src) & 15u) == 0) {
+constexpr int kThreads = 256;
+constexpr int kChunk = 8;           // elements per chunk: 16 bytes of bf16
+constexpr int kChunksInFlight = 4;  // chunks a thread loads before converting
+constexpr int kCtasPerSm = 4;       // resident CTAs per SM (64 registers a thread)
+
+// Threads per row: enough that each has kChunksInFlight chunks, at most the CTA; the CTA takes
+// kThreads / lanes rows side by side, so that a row's batch comes from one division per row.
+__host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row) {
+  const std::int64_t wanted = (chunks_per_row + kChunksInFlight - 1) / kChunksInFlight;
+  return wanted >= kThreads ? kThreads : static_cast<int>(wanted);
+}
+
+// The codes of the chunk at src whose first `valid` elements lie before K's end, as two words of 8-bit
+// codes in K order (FP4 widened to e4m3), the elements past K's end zero.
+template <bool kFp4>
+__device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, std::uint32_t (&codes)[2]) {
+  constexpr int kBytes = kFp4 ? kChunk / 2 : kChunk;
+  const bool whole = valid == kChunk && (reinterpret_cast<std::uintptr_t>(src) & (kBytes - 1)) == 0;
+  if constexpr (kFp4) {
+    std::uint32_t packed = 0;
+    if (whole) {
+      packed = __ldg(reinterpret_cast<const std::uint32_t*>(src));
+    } else {
 #pragma unroll
-    for (int q = 0; q < count / 4; ++q) {
-      const uint4 v = __ldg(reinterpret_cast<const uint4*>(src) + q);
-      words[4 * q] = v.x, words[4 * q + 1] = v.y, words[4 * q + 2] = v.z, words[4 * q + 3] = v.w;
+      for (int e = 0; e < kChunk; e += 2)
+        if (e < valid) packed |= static_cast<std::uint32_t>(__ldg(src + e / 2)) << (4 * e);
+      packed &= valid >= kChunk ? ~0u : (1u << (4 * valid)) - 1u;  // an odd tail's last nibble
     }
+    core::widen_fp4_chunk(packed, codes);
+  } else if (whole) {
+    const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
+    codes[0] = v.x, codes[1] = v.y;
   } else {
+    codes[0] = codes[1] = 0;
 #pragma unroll
-    for (int w = 0; w < count; ++w) {
-      words[w] = 0;
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-        if (4 * w + j < bytes) words[w] |= static_cast<std::uint32_t>(__ldg(src + 4 * w + j)) << (8 * j);
-    }
+    for (int e = 0; e < kChunk; ++e)
+      if (e < valid) codes[e / 4] |= static_cast<std::uint32_t>(__ldg(src + e)) << (8 * (e % 4));
   }
 }
 
-// The 32-element block at src (valid of them before K's end) times its scales (first for elements 0-15,
-// second for 16-31), as bf16 at dst. FP4 codes are first widened to e4m3 (exact, fp4_to_fp8.hpp).
-__device__ __forceinline__ void stage_block(const std::uint8_t* src, std::uint16_t* dst, int valid, DataType element,
-                                            float first, float second) {
-  std::uint32_t codes[8];  // 8-bit codes, four per word, in K order
-  if (element == DataType::e2m1) {
-    std::uint32_t packed[4];  // eight e2m1 codes per word
-    load_codes(src, (valid + 1) / 2, packed, 4);
-    core::widen_fp4_block(packed, codes);
-  } else {
-    load_codes(src, valid, codes, 8);
-  }
-  std::uint32_t pairs[16];
-  core::stage_codes(codes, element == DataType::e5m2, first, second, pairs);
-  if (valid == 32) {
-    // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every block's 64 bytes are 16-byte aligned.
-#pragma unroll
-    for (int q = 0; q < 4; ++q)
-      reinterpret_cast<uint4*>(dst)[q] = make_uint4(pairs[4 * q], pairs[4 * q + 1], pairs[4 * q + 2], pairs[4 * q + 3]);
-  } else {
-#pragma unroll
-    for (int e = 0; e < 32; ++e)
-      if (e < valid) dst[e] = static_cast<std::uint16_t>(pairs[e / 2] >> (16 * (e % 2)));
-  }
-}
-
-// A CTA's 256 threads take rows side by side, each row's 32-element blocks spread over lanes_per_row
-// threads (all 256 on one row when K has 256 blocks or more), so that a row's batch comes from one
-// division per row instead of one per block.
-__host__ __device__ inline int lanes_per_row(std::int64_t blocks_per_row) {
-  return blocks_per_row >= 256 ? 256 : static_cast<int>(blocks_per_row);
-}
-
-__global__ void __launch_bounds__(256) stage_bf16_kernel(const StageOperand op) {
-  const std::int64_t blocks_per_row = (op.k + 31) / 32;
-  const int lanes = lanes_per_row(blocks_per_row);
-  const int rows_per_cta = 256 / lanes;
+// The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk.
+template <bool kFp4>
+__device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int ctas) {
+  const int chunks_per_row = static_cast<int>((op.k + kChunk - 1) / kChunk);  // K < 2^31 (can_implement)
+  const int lanes = lanes_per_row(chunks_per_row);
+  const int rows_per_cta = kThreads / lanes;
   const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
   if (row_in_cta >= rows_per_cta) return;
+  const bool e5m2 = op.element == DataType::e5m2;
+  // A chunk lies inside one scale block: 32 elements (ue8m0, four chunks) or 16 (nvfp4's ue4m3, two).
+  const int scale_shift = op.nv16 ? 1 : 2;
+  const std::int64_t scale_cols = (chunks_per_row + (1 << scale_shift) - 1) >> scale_shift;
   const std::int64_t total_rows = op.batches * op.rows;
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * rows_per_cta + row_in_cta; r < total_rows;
-       r += static_cast<std::int64_t>(gridDim.x) * rows_per_cta) {
+  for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
+       r += static_cast<std::int64_t>(ctas) * rows_per_cta) {
     const std::int64_t batch = r / op.rows;
     const std::int64_t row = r - batch * op.rows;
-    const int shift = op.element == DataType::e2m1 ? 1 : 0;  // elements -> bytes
-    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> shift);
+    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0));
     std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
-    const std::uint8_t* scales = op.scales + batch * op.scale_batch_stride;
-    const std::int64_t scale_cols = op.nv16 ? (op.k + 15) / 16 : blocks_per_row;
-    for (std::int64_t kb = lane; kb < blocks_per_row; kb += lanes) {
-      const int valid = op.k - 32 * kb >= 32 ? 32 : static_cast<int>(op.k - 32 * kb);
-      float first, second;
-      if (op.nv16) {
-        // Two ue4m3 scales per block (the sign bit ignored, as decode_ue4m3 does); a tail of at most 16
-        // elements has only the first.
-        const std::int64_t col = 2 * kb;
-        first = decode_ue4m3(__ldg(scales + scale_offset(op.scale_layout, row, col, scale_cols, op.scale_ld)));
-        second = valid > 16 ? decode_ue4m3(__ldg(scales + scale_offset(op.scale_layout, row, col + 1, scale_cols, op.scale_ld)))
-                            : 0.0f;
-      } else {
-        first = second = scale_value(__ldg(scales + scale_offset(op.scale_layout, row, kb, scale_cols, op.scale_ld)));
+    const std::uint8_t* scales =
+        op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
+    for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
+      std::uint32_t codes[kChunksInFlight][2];
+      std::uint8_t scale_codes[kChunksInFlight];
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) {
+          const std::int64_t valid = op.k - static_cast<std::int64_t>(kChunk) * c;
+          load_chunk<kFp4>(src + ((kChunk * c) >> (kFp4 ? 1 : 0)), valid < kChunk ? static_cast<int>(valid) : kChunk,
+                           codes[u]);
+          scale_codes[u] = __ldg(scales + scale_col_offset(op.scale_layout, c >> scale_shift, op.scale_ld));
+        }
       }
-      stage_block(src + ((32 * kb) >> shift), dst + 32 * kb, valid, op.element, first, second);
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) {
+          // ue4m3 (the sign bit ignored, as decode_ue4m3 does) or ue8m0.
+          const float scale = op.nv16 ? decode_ue4m3(scale_codes[u]) : scale_value(scale_codes[u]);
+          std::uint32_t pairs[4];
+          core::stage_chunk(codes[u], e5m2, scale, pairs);
+          // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
+          // and a chunk at K's tail stays inside the row's staged_ld elements (its last ones zero).
+          *reinterpret_cast<uint4*>(dst + kChunk * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+        }
+      }
     }
   }
+}
+
+__device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int cta, int ctas) {
+  if (op.element == DataType::e2m1)
+    stage_rows<true>(op, cta, ctas);
+  else
+    stage_rows<false>(op, cta, ctas);
+}
+
+// CTAs [0, a_ctas) stage A, the rest B.
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const StageOperand a, const StageOperand b, int a_ctas) {
+  const int cta = static_cast<int>(blockIdx.x);
+  if (cta < a_ctas)
+    stage_operand_rows(a, cta, a_ctas);
+  else
+    stage_operand_rows(b, cta - a_ctas, static_cast<int>(gridDim.x) - a_ctas);
+}
+
+// CTAs that cover an operand's rows once (0 when it has none).
+std::int64_t ctas_wanted(const StageOperand& op) {
+  const std::int64_t chunks_per_row = (op.k + kChunk - 1) / kChunk;
+  const std::int64_t rows = op.batches * op.rows;
+  if (rows <= 0 || chunks_per_row <= 0) return 0;
+  const std::int64_t rows_per_cta = kThreads / lanes_per_row(chunks_per_row);
+  return (rows + rows_per_cta - 1) / rows_per_cta;
 }
 
 }  // namespace
 
-cudaError_t launch_stage_bf16(const StageOperand& op, cudaStream_t stream) {
-  const std::int64_t blocks_per_row = (op.k + 31) / 32;
-  const std::int64_t total_rows = op.batches * op.rows;
-  if (total_rows <= 0 || blocks_per_row <= 0) return cudaSuccess;
+cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, cudaStream_t stream) {
+  const std::int64_t wanted_a = ctas_wanted(a), wanted_b = ctas_wanted(b);
+  if (wanted_a + wanted_b == 0) return cudaSuccess;
   int device = 0, sms = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
   if (e != cudaSuccess) return e;
-  // Enough CTAs to fill every SM several times over; the loop strides past the rest.
-  const std::int64_t rows_per_cta = 256 / lanes_per_row(blocks_per_row);
-  const std::int64_t wanted = (total_rows + rows_per_cta - 1) / rows_per_cta;
-  const int grid = static_cast<int>(wanted < 8LL * sms ? wanted : 8LL * sms);
-  stage_bf16_kernel<<<grid, 256, 0, stream>>>(op);
+  // One wave of resident CTAs, split between A and B by bytes to write so that both finish together; each
+  // operand's loop strides past the rows beyond its CTAs.
+  const std::int64_t cap = static_cast<std::int64_t>(kCtasPerSm) * sms;
+  const double bytes_a = static_cast<double>(a.batches * a.rows) * static_cast<double>(a.k);
+  const double bytes_b = static_cast<double>(b.batches * b.rows) * static_cast<double>(b.k);
+  std::int64_t ctas_a = std::min(wanted_a, static_cast<std::int64_t>(static_cast<double>(cap) * bytes_a / (bytes_a + bytes_b)));
+  if (wanted_a > 0 && ctas_a == 0) ctas_a = 1;
+  std::int64_t ctas_b = std::min(wanted_b, std::max<std::int64_t>(cap - ctas_a, wanted_b > 0 ? 1 : 0));
+  stage_bf16_kernel<<<static_cast<unsigned>(ctas_a + ctas_b), kThreads, 0, stream>>>(a, b, static_cast<int>(ctas_a));
   return cudaGetLastError();
 }
 
