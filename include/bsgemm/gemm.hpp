@@ -3,8 +3,8 @@
 //   bsgemm::GemmArguments args = ...;            // problem.hpp
 //   bsgemm::RunOptions opts;                      // back end, optional tile override
 //   if (auto s = bsgemm::can_implement(args, opts); !s.ok()) { print(s.message); }
-//   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a group count (and, on the staged
-//                                                             // path, the shape: its bf16 copies of A and B)
+//   std::size_t bytes = bsgemm::workspace_size(args, opts);   // fixed for a group count (plus, where the
+//                                                             // staged path runs, bf16 copies of A and B)
 //   bsgemm::run(args, opts, workspace, bytes, stream);
 //
 // The CUDA back end needs no host synchronisation and no device allocation inside run(). With
@@ -36,20 +36,21 @@ bool parse(std::string_view text, Backend* out);  // "auto", "cpu", "cuda"
 
 // How the CUDA back end multiplies block-scaled operands on Hopper (which has FP8 tensor cores only).
 enum class KernelPath : std::uint8_t {
-  automatic,  // the planner's choice (the faster one measured): fp8 for fp8-block128, mxfp8 and
+  automatic,  // the planner's choice (the faster one measured): staged for the MX and NV recipes where
+              // groups are large and the workspace holds the copies, else fp8 for fp8-block128, mxfp8 and
               // mxfp8 x mxfp4, bf16 for the rest
   fp8,        // FP8 wgmma, scales applied in fp32 per scale block; FP4 widened exactly to e4m3 (MX only):
               // fp8-block128, mxfp8, mxfp4, mxfp8 x mxfp4
   bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: mxfp8 and the
               // recipes with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4); at
               // decode shapes FP4 weights go straight into wgmma's registers
-  staged,     // mxfp8, mxfp4, nvfp4 (A and B any of them) in the MoE forms: A and B staged in the workspace
+  staged,     // mxfp8, mxfp4, nvfp4, mxfp8 x FP4 in the MoE forms: A and B staged in the workspace
               // as bf16 with their scales folded in (exact, by a memory-bound pass), then BF16 wgmma over the
               // whole K in fp32 (no promotion)
 };
 
 const char* to_string(KernelPath p);
-bool parse(std::string_view text, KernelPath* out);  // "auto", "fp8", "bf16"
+bool parse(std::string_view text, KernelPath* out);  // "auto", "fp8", "bf16", "staged"
 
 struct RunOptions {
   Backend backend = Backend::automatic;
@@ -70,8 +71,12 @@ Backend resolve_backend(Backend requested);
 // Host-resident descriptions are checked group by group; the error names the group and field.
 Status can_implement(const GemmArguments& args, const RunOptions& options);
 
-// Bytes of workspace run() needs. It depends on the group count and the device only (never on
-// M, N, K), so one allocation serves every later call with as many groups or fewer.
+// Bytes of workspace for the plan run() would take. It depends on the group count and the device only
+// (never on M, N, K), so one allocation serves every later call with as many groups or fewer, except
+// where the staged path runs (KernelPath::staged, or automatic where the planner stages: the MX and NV
+// recipes with large groups in the MoE forms): there it adds 2 bytes per element of A and B for their
+// bf16 copies. Under automatic, run() given fewer bytes than that (but at least the unstaged plan's)
+// takes the unstaged kernels.
 std::size_t workspace_size(const GemmArguments& args, const RunOptions& options);
 
 // Runs the grouped GEMM. Calls can_implement() first and writes nothing when it fails. For the

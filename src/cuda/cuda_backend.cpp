@@ -73,7 +73,8 @@ bool swapped_runs(const GemmArguments& a) {
 }
 
 // What the staged path runs (KernelPath::staged): A and B each mxfp8, mxfp4 or nvfp4 (whose scales fold
-// into bf16 exactly; fp8-block128's fp32 scales would not), in the MoE forms, where A and B are one tensor
+// into bf16 exactly; fp8-block128's fp32 scales would not; of their pairs the API takes the same-recipe
+// ones and mxfp8 x FP4), in the MoE forms, where A and B are one tensor
 // each and a row's scales sit at its own row (the contiguous form's blocked SFA pads each group to 128
 // rows, which only the group records know).
 bool staged_runs(const GemmArguments& a) {
@@ -504,13 +505,12 @@ bool device_available() {
 }
 
 Status can_implement(const GemmArguments& args, const RunOptions& options) {
-  if (!fp8_path_runs(args) && !bf16_path_runs(args) && !(options.path == KernelPath::staged && staged_runs(args)))
+  if (!fp8_path_runs(args) && !bf16_path_runs(args))
     return Status::error(StatusCode::not_supported, -1, "b_type.recipe",
                          std::string("the cuda back end runs fp8-block128, mxfp8, mxfp4 and nvfp4 (A and B of the same "
                                      "recipe) and FP8 activations (mxfp8, fp8-block128) with FP4 weights (mxfp4, nvfp4); ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) +
-                             " runs on the cpu back end (--backend cpu), or with --kernel-path staged in the MoE forms when "
-                             "A and B are each mxfp8, mxfp4 or nvfp4");
+                             " runs on the cpu back end (--backend cpu)");
   if (options.path == KernelPath::fp8 && !fp8_path_runs(args))
     return Status::error(StatusCode::not_supported, -1, "path",
                          std::string("kernel path fp8 runs fp8-block128, mxfp8, mxfp4 and mxfp8 x mxfp4, not ") +
@@ -521,7 +521,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
   if (options.path == KernelPath::staged && !staged_runs(args))
     return Status::error(StatusCode::not_supported, -1, "path",
-                         std::string("kernel path staged runs mxfp8, mxfp4 and nvfp4 (A and B any of them) in the contiguous "
+                         std::string("kernel path staged runs mxfp8, mxfp4, nvfp4 and mxfp8 x mxfp4 or nvfp4 in the contiguous "
                                      "form (A's scales linear or mn-major) and the masked form, not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + " in the " +
                              to_string(args.layout) + " form with A's scales " + to_string(args.a_type.scale_layout) +

@@ -611,9 +611,9 @@ TEST(GpuShapes, Block128WideTile) {
 }
 
 // Kernel path staged (operands staged as bf16 in the workspace, then BF16 wgmma): both MoE forms, every
-// output type, mxfp8 (e4m3 and e5m2 on either side), mxfp4, nvfp4 and their mixes (mxfp4 x nvfp4 runs on
-// this path only), linear, blocked and mn-major scales where the path takes them, ragged groups, K ending
-// inside a 32-block and inside a 16-block, the planner's tile and 128 x 256 forced, host and device
+// output type, mxfp8 (e4m3 and e5m2 on either side), mxfp4, nvfp4, mxfp8 x mxfp4 and mxfp8 x nvfp4,
+// linear, blocked and mn-major scales where the path takes them, ragged groups, K ending inside a 32-block,
+// a 16-block and an 8-element staging chunk, the planner's tile and 128 x 256 forced, host and device
 // descriptions.
 TEST(GpuShapes, Staged) {
   SKIP_WITHOUT_GPU();
