@@ -587,28 +587,30 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
 
 namespace {
 
+// The workspace of a staged call: the records and maps for its group count, then the bf16 copies.
+std::size_t staged_workspace(const GemmArguments& args) {
+  return staged_buffers(args, workspace_layout(group_count(args)).total).end;
+}
+
 // The least workspace a call runs with: the records and maps for its group count, plus the bf16 copies
 // where the staged path is asked for by name.
 std::size_t minimum_workspace(const GemmArguments& args, const RunOptions& options) {
-  const std::size_t base = workspace_layout(group_count(args)).total;
-  return options.path == KernelPath::staged && staged_runs(args) ? staged_buffers(args, base).end : base;
+  return options.path == KernelPath::staged && staged_runs(args) ? staged_workspace(args)
+                                                                  : workspace_layout(group_count(args)).total;
 }
 
 // The options a call runs with: the planner's staged choice becomes the staged path where the workspace
 // holds the bf16 copies; with less it keeps the default path (workspace_size() asks for the copies).
 RunOptions resolve_path(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
   RunOptions resolved = options;
-  if (staged_chosen(args, options) &&
-      workspace_bytes >= staged_buffers(args, workspace_layout(group_count(args)).total).end)
-    resolved.path = KernelPath::staged;
+  if (workspace_bytes >= staged_workspace(args) && staged_chosen(args, options)) resolved.path = KernelPath::staged;
   return resolved;
 }
 
 }  // namespace
 
 std::size_t workspace_size(const GemmArguments& args, const RunOptions& options) {
-  if (staged_chosen(args, options)) return staged_buffers(args, workspace_layout(group_count(args)).total).end;
-  return minimum_workspace(args, options);
+  return staged_chosen(args, options) ? staged_workspace(args) : minimum_workspace(args, options);
 }
 
 Status run(const GemmArguments& args, const RunOptions& requested, void* workspace, std::size_t workspace_bytes,
@@ -656,7 +658,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   // captured into a graph, which takes the device path with the descriptions copied alongside.
   const bool host = args.descriptions == MemoryLocation::host;
   const bool host_records = host && !capturing(stream);
-  StageOperand staging[2];  // the staged path's A and B (rows stay 0 otherwise: nothing to launch)
+  StageOperand staging[2];  // the staged path's A and B
   // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
   const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
   if (args.layout == GroupLayout::pointer_array) {
@@ -748,12 +750,11 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
     return cuda_failure(e, "launching the prepare kernel");
   }
-  // The staging pass goes last before the GEMM kernel, whose programmatic launch then waits for it in
-  // griddepcontrol.wait.
-  if (plan.kernel.scales == ScaleGranularity::staged)
-    if (cudaError_t se = launch_stage_bf16(staging[0], staging[1], stream); se != cudaSuccess)
-      return cuda_failure(se, "staging A and B as bf16");
   if (plan.kernel.scales == ScaleGranularity::staged) {
+    // The staging pass goes last before the GEMM kernel, whose programmatic launch then waits for it in
+    // griddepcontrol.wait.
+    if ((e = launch_stage_bf16(staging[0], staging[1], stream)) != cudaSuccess)
+      return cuda_failure(e, "staging A and B as bf16");
     e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.swapped) {
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
