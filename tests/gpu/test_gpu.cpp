@@ -775,7 +775,11 @@ TEST(GpuDeviceSide, InvalidDeviceSizesAreReportedAndNothingIsWritten) {
 // same device arrays; each replay is checked against the reference for its sizes.
 TEST(GpuDeviceSide, CudaGraphCaptureAndReplayWithNewSizes) {
   SKIP_WITHOUT_GPU();
-  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[3], recipe_variants()[7]})
+  // The staged path too: its staging pass and GEMM kernel captured together.
+  const RecipeVariant staged{"nvfp4_staged", fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3),
+                             fp8(Recipe::nvfp4, DataType::e2m1, DataType::ue4m3, ScaleLayout::blocked_128x4),
+                             KernelPath::staged};
+  for (const RecipeVariant& v : {recipe_variants()[0], recipe_variants()[3], recipe_variants()[7], staged})
     for (GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
       WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({100, 3, 64, 250}, 192, 256), 11000);
       s.moe_rows = layout == GroupLayout::masked ? 256 : 512;
@@ -783,6 +787,7 @@ TEST(GpuDeviceSide, CudaGraphCaptureAndReplayWithNewSizes) {
       ASSERT_TRUE(HostWorkload::create(s, &host).ok());
       RunOptions o;
       o.backend = Backend::cuda;
+      o.path = v.path;
       DeviceWorkload device;
       ASSERT_TRUE(DeviceWorkload::create(host, MemoryLocation::device, o, 1, &device).ok());
       cudaStream_t stream;
