@@ -753,7 +753,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   if (plan.kernel.scales == ScaleGranularity::staged) {
     // The staging pass goes last before the GEMM kernel, whose programmatic launch then waits for it in
     // griddepcontrol.wait.
-    if ((e = launch_stage_bf16(staging[0], staging[1], stream)) != cudaSuccess)
+    if ((e = launch_stage_bf16(staging[0], staging[1], sm_count(), stream)) != cudaSuccess)
       return cuda_failure(e, "staging A and B as bf16");
     e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.swapped) {

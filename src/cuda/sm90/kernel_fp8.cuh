@@ -132,7 +132,7 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
 
   const Fp8Pipeline<Traits> pipe{ss.full, ss.empty, Traits::kAnyPacked ? ss.raw_full : nullptr};
   if (threadIdx.x == 0) {
-    pipe.init(1 + Traits::kScaleLoaderArrivals /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    pipe.init(1 + Traits::kScaleLoaderArrivals /* TMA thread + the scale-loader warp, if any */, 2 * 4 /* consumer warps */);
     prefetch_kernel_maps(p);
   }
   __syncthreads();
@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __
       [&](int consumer) { consume_tiles<Traits>(p, ss, pipe, consumer); });
 }
 
-// visit_tile, plus fp8-block128's 128 x 192 tile and staged mxfp8's 128 x 256 where TraitsOf is theirs
+// visit_tile, plus fp8-block128's 128 x 192 tile and the staged path's 128 x 256 where TraitsOf is theirs
 // (launch.hpp).
 template <template <int, int> class TraitsOf, class F>
 bool visit_fp8_tile(int block_m, int block_n, F&& f) {

@@ -35,7 +35,7 @@ inline constexpr int kTiles[][2] = {{128, 128}, {128, 64}, {64, 256}, {64, 128}}
 // (kernel_traits.cuh).
 inline bool block128_wide_tile(int block_m, int block_n) { return block_m == 128 && block_n == 192; }
 
-// Staged mxfp8's 128 x 256 tile (the FP8 kernel's staged instantiation only): two consumer warpgroups of
+// The staged path's 128 x 256 tile (the FP8 kernel's staged instantiation only): two consumer warpgroups of
 // 64 x 256, 128 fp32 result registers each and no partial sums; bf16 operands move twice the bytes of FP8
 // per multiply-add, so the widest tile keeps L2's share down.
 inline bool staged_wide_tile(int block_m, int block_n) { return block_m == 128 && block_n == 256; }
@@ -96,7 +96,7 @@ int fp8_kernel_stages(const KernelChoice& choice);
 // Launches the persistent kernel on `grid` CTAs.
 cudaError_t launch_fp8_block128(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 cudaError_t launch_mxfp8(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
-// Staged mxfp8 (KernelPath::staged): the FP8 kernel's BF16 instantiation over operands that
+// The staged path (KernelPath::staged): the FP8 kernel's BF16 instantiation over operands that
 // launch_stage_bf16 wrote into the workspace.
 cudaError_t launch_staged(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);
 int staged_kernel_stages(const KernelChoice& choice);
@@ -118,8 +118,8 @@ struct StageOperand {
 };
 // Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
 inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
-// Stages A and B (either may have no rows) in one launch.
-cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, cudaStream_t stream);
+// Stages A and B (either may have no rows) in one launch over `sms` multiprocessors.
+cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int sms, cudaStream_t stream);
 
 // mxfp4 x mxfp4 and mxfp8 x mxfp4: the MX kernel with FP4 operands widened on chip.
 cudaError_t launch_mxfp4(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream);

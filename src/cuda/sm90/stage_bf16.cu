@@ -18,18 +18,11 @@
 #include "bsgemm/recipe.hpp"
 #include "src/core/stage_bf16.hpp"
 #include "src/cuda/sm90/launch.hpp"
+#include "src/cuda/sm90/scale_loader.cuh"
 
 namespace bsgemm::cuda {
 
 namespace {
-
-// ue8m0 code -> fp32 (formats.hpp's decode_ue8m0): 2^(code - 127), code 0 the subnormal 2^-127, 0xFF NaN.
-__device__ __forceinline__ float scale_value(std::uint32_t code) {
-  std::uint32_t bits = code << 23;
-  bits = code == 0 ? 0x00400000u : bits;
-  bits = code == 0xFFu ? 0x7FC00000u : bits;
-  return __uint_as_float(bits);
-}
 
 constexpr int kThreads = 256;
 constexpr int kChunk = 8;           // elements per chunk: 16 bytes of bf16
@@ -110,7 +103,7 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
         const int c = first + u * lanes;
         if (c < chunks_per_row) {
           // ue4m3 (the sign bit ignored, as decode_ue4m3 does) or ue8m0.
-          const float scale = op.nv16 ? decode_ue4m3(scale_codes[u]) : scale_value(scale_codes[u]);
+          const float scale = op.nv16 ? decode_ue4m3(scale_codes[u]) : ue8m0_to_float(scale_codes[u]);
           std::uint32_t pairs[4];
           core::stage_chunk(codes[u], e5m2, scale, pairs);
           // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
@@ -149,13 +142,9 @@ std::int64_t ctas_wanted(const StageOperand& op) {
 
 }  // namespace
 
-cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, cudaStream_t stream) {
+cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int sms, cudaStream_t stream) {
   const std::int64_t wanted_a = ctas_wanted(a), wanted_b = ctas_wanted(b);
   if (wanted_a + wanted_b == 0) return cudaSuccess;
-  int device = 0, sms = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-  if (e != cudaSuccess) return e;
   // One wave of resident CTAs, split between A and B by bytes to write so that both finish together; each
   // operand's loop strides past the rows beyond its CTAs.
   const std::int64_t cap = static_cast<std::int64_t>(kCtasPerSm) * sms;
