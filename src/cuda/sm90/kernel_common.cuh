@@ -98,6 +98,35 @@ __device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int
   }
 }
 
+// The decoding kernels' scale loaders walk in chunks: a tile's k-blocks in runs of Chunk (a chunk never
+// spans two tiles), loader `loader` taking every kScaleLoaderWarps-th chunk of the CTA's sequence, so that
+// it can fetch a chunk's scales of a row in one vector load where the layout allows (ScaleRows::load_chunk).
+// on_tile(group, tile) runs before the first chunk this loader takes in a tile, on_chunk(group, tile,
+// first k-block, k-blocks in the chunk (1 .. Chunk), stage state of the first) for each of them.
+template <int Stages, int Chunk, class OnTile, class OnChunk>
+__device__ __forceinline__ void for_each_loader_chunk(const KernelParams& p, int loader, OnTile&& on_tile, OnChunk&& on_chunk) {
+  // A loader's next stage after a chunk must lie within one turn of the ring (scale_chunk_that_fits).
+  static_assert((kScaleLoaderWarps - 1) * Chunk + 1 <= Stages, "a loader would wait on an earlier turn's parity");
+  TileWalker walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  PipelineState<Stages> tile_state;  // the stage of the current tile's first k-block
+  int next = loader;                 // this loader's next chunk, counted from the current tile's first
+  while (walker.next(&c, &g)) {
+    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+    const int chunks = (k_blocks + Chunk - 1) / Chunk;
+    if (next < chunks) on_tile(*g, c);
+    for (; next < chunks; next += kScaleLoaderWarps) {
+      PipelineState<Stages> first = tile_state;
+      first.skip(next * Chunk);
+      const int left = k_blocks - next * Chunk;
+      on_chunk(*g, c, next * Chunk, left < Chunk ? left : Chunk, first);
+    }
+    next -= chunks;
+    tile_state.skip(k_blocks);
+  }
+}
+
 // Thread 0, before the block-wide barrier: the prefetch of the kernel's own tensor maps (the MoE forms).
 __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
   if (!p.per_group_maps) {

@@ -43,41 +43,44 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
 }
 
 // The decoding kernels' scale loaders (the TMA producer brings the raw tiles): A's and B's scales of
-// each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]).
+// each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
+// consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
+// row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
-  // 256 rows of 8 codes of B in flight next to A's would not fit the loader's registers: then B after
-  // A, in two halves.
-  constexpr bool kDeferB = Traits::kBlockN * Traits::kStepsB > 1024;
-  constexpr int kBParts = kDeferB ? 2 : 1, kBRows = Traits::kBlockN / kBParts;
-  ScaleRows<Traits::kBlockM, Traits::kAScales> a;
-  ScaleRows<kBRows, Traits::kBScales> b[kBParts];
+  constexpr int kChunk = Traits::kScaleChunk;
+  using RowsA = ScaleRows<Traits::kBlockM, Traits::kAScales>;
+  using RowsB = ScaleRows<Traits::kBlockN, Traits::kBScales>;
+  RowsA a;
+  RowsB b;
+  typename RowsA::Values a_values[kChunk];
+  typename RowsB::Values b_values[kChunk];
   const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) {
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
     a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
                  core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
-#pragma unroll
-    for (int part = 0; part < kBParts; ++part)
-      b[part].start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
-                         core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0 + part * kBRows, g.n, lane);
+    b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
+                 core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
   };
-  for_each_loader_stage<Traits::kStages>(p, loader, on_tile, [&](const DeviceGroup&, const core::TileCoord&, int kb,
-                                                                 const PipelineState<Traits::kStages>& state) {
-    // Global loads first: their latency hides under the wait for the stage.
-    a.load(static_cast<std::int64_t>(Traits::kStepsA) * kb);
-    if constexpr (!kDeferB) b[0].load(static_cast<std::int64_t>(Traits::kStepsB) * kb);
-    pipe.producer_acquire(state);
-    a.store(&ss.sfa[state.index][0][0], lane);
+  for_each_loader_chunk<Traits::kStages, kChunk>(
+      p, loader, on_tile,
+      [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
+        // Global loads first: their latency hides under the wait for the first stage.
+        a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
+        b.load_chunk(static_cast<std::int64_t>(Traits::kStepsB) * kb0, stages, b_values);
 #pragma unroll
-    for (int part = 0; part < kBParts; ++part) {
-      if constexpr (kDeferB) b[part].load(static_cast<std::int64_t>(Traits::kStepsB) * kb);
-      b[part].store(&ss.sfb[state.index][0][part * kBRows], lane, 1.0f, Traits::kBlockN);
-    }
-    pipe.producer_commit(state);
-  });
+        for (int s = 0; s < kChunk; ++s) {
+          if (s >= stages) break;
+          pipe.producer_acquire(state);
+          a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
+          b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
+          pipe.producer_commit(state);
+          state.advance();
+        }
+      });
 }
 
 template <class Traits>
@@ -120,7 +123,7 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
   if (threadIdx.x < 32) ss.selector_table[threadIdx.x] = core::kBf16SelectorsLow;  // read after the barrier
   __syncthreads();
 
-  run_roles<Traits::kProducerRegisters>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
+  run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
                                         [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
                                         [&](int consumer) { consume(pipe, consumer); });
 }

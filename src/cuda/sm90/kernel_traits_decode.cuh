@@ -31,6 +31,16 @@ constexpr int raw_stages_that_fit(std::size_t raw_stage_bytes, std::size_t stage
   return static_cast<int>(fit > 8 ? 8 : fit);
 }
 
+// Stages per scale-loader chunk (kernel_decode.cuh): `wanted`, halved until a loader's consecutive stages
+// lie within one turn of the ring. A loader's next stage after a chunk is (kScaleLoaderWarps - 1) * chunk + 1
+// stages on; were that more than the ring holds, its wait for the slot to be empty could see the parity
+// of an earlier turn's release and pass before the consumers are done with the slot.
+constexpr int scale_chunk_that_fits(int wanted, int stages) {
+  int chunk = wanted;
+  while (chunk > 1 && (kScaleLoaderWarps - 1) * chunk + 1 > stages) chunk /= 2;
+  return chunk;
+}
+
 // APacked / BPacked: e2m1 in memory (else e4m3 or e5m2, chosen at run time by KernelParams). AScales /
 // BScales: mx32 and nv16 scales are folded into the decoded values; block128 (A only) is applied in fp32
 // once per 128-deep stage, like the FP8 kernel's promotion.
@@ -45,8 +55,9 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
   // The scale loaders hold up to 256 rows x 8 codes of B in flight: the producer warpgroup's whole share.
+  static constexpr int kConsumerRegs = kConsumerRegisters;
   static constexpr int kProducerRegisters = 120;
-  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
   static constexpr int kBLoads = tma_box_loads(BlockN);  // TMA boxes of B per stage
@@ -81,6 +92,10 @@ struct DecodeKernelTraits {
   // Fewer than three raw stages starve the pipeline (a two-stage 64x256 mxfp8 x mxfp8 instance also
   // faulted, bench/NOTES.md version 7): such combinations are not launched.
   static constexpr bool kFits = kStages >= 3;
+  // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for 256-wide tiles (two chunks of 256
+  // rows do not fit the producers' 120 registers), fewer where the ring is short.
+  static constexpr int kScaleChunk =
+      scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (BlockN >= 256 ? 2 : 1), kStages);
 
   struct SharedStorage {
     DecodedStage decoded[kDecodedStages];

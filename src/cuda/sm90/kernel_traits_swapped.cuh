@@ -38,8 +38,11 @@ struct SwappedKernelTraits {
   static constexpr bool kBPacked = true;
   static constexpr ScaleGranularity kAScales = AScales;
   static constexpr ScaleGranularity kBScales = BScales;
-  static constexpr int kProducerRegisters = 120;
-  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegisters) <= kKernelThreads * kLaunchRegisters);
+  // The scale loaders hold a chunk of stages' codes (kernel_decode.cuh): 16 more registers than the
+  // decoding kernel's producers, taken from the consumers, which need no more than 184 here.
+  static constexpr int kConsumerRegs = 184;
+  static constexpr int kProducerRegisters = 136;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = Tokens;  // the tile's rows of D (tokens)
   static constexpr int kSlabs = Slabs;            // 64-row weight slabs per consumer warpgroup
   static constexpr int kBlockN = 2 * 64 * Slabs;  // the tile's columns of D (weights)
@@ -69,6 +72,10 @@ struct SwappedKernelTraits {
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
   static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, sizeof(DecodedStage));
   static constexpr bool kFits = kStages >= 3;
+  // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for the 384-weight tile, fewer where
+  // the ring is short (scale_chunk_that_fits).
+  static constexpr int kScaleChunk =
+      scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (Slabs == 3 ? 2 : 1), kStages);
   static_assert(kFits);
 
   struct SharedStorage {

@@ -34,6 +34,14 @@ struct PipelineState {
       phase ^= 1u;
     }
   }
+
+  // The same for any number of stages (a whole tile's k-blocks) without a loop per ring.
+  __device__ void skip(int steps) {
+    index += steps;
+    const int wraps = index / Stages;
+    index -= wraps * Stages;
+    phase ^= static_cast<std::uint32_t>(wraps & 1);
+  }
 };
 
 template <int Stages>

@@ -64,6 +64,13 @@ __device__ __forceinline__ void ue4m3x4_to_float(std::uint32_t codes, float* out
 //     is not the K tail, byte loads otherwise (mn-major, the tail, unaligned scales);
 //   store() decodes (the code's type is the granularity's: ue8m0 for mx32, ue4m3 for nv16; f32 or
 //     ue8m0 at run time for block128) and writes dst[step * pitch + row].
+// A loader may also fetch several consecutive stages at once into its own Values (load_chunk, then
+// store(values, ...) per stage): with the linear layout one 8- or 16-byte load per row then brings what
+// took one load per row and stage. In the linear layout a row's codes of a stage are 4 or 8 bytes of
+// their own, so a warp's load of one stage touches 32 rows' sectors for 128 or 256 bytes; the TMA copies
+// of the tiles ask the memory system for whole lines, and these gathers, one sector per row and stage,
+// cost the decode-shaped GEMMs 3-15% against the blocked 128x4 layout's 512-byte atoms (bench/NOTES.md
+// version 16b).
 // Rows past the group's end read its last row instead (finite values; the products they scale belong
 // to rows the epilogue discards, and TMA zero-fills what lies past the tensor). Columns past the K end
 // give 0, which keeps the zero-filled K tail at 0.
@@ -73,15 +80,19 @@ struct ScaleRows {
   static_assert(Rows % 32 == 0 && (kSteps == 1 || kSteps == 4 || kSteps == 8));
   static constexpr int kRowsPerLane = Rows / 32;
   static constexpr int kWords = kSteps == 1 ? 1 : kSteps / 4;
-  std::uint32_t bits[kRowsPerLane][kWords];  // kSteps == 1: the raw scale; else four 8-bit codes per word
+  struct Values {
+    std::uint32_t bits[kRowsPerLane][kWords];  // kSteps == 1: the raw scale; else four 8-bit codes per word
+    int valid_steps;  // of the loaded stage: columns before the K end, 0 .. kSteps (kSteps > 1 only)
+  };
+  Values loaded;  // load(col0) and store(dst, ...)
   // Each of the lane's rows' first scale (scale_row_offset, in bytes): no base pointer next to them, which
   // keeps fp8-block128's producers of the 128 x 192 tile within their 56 registers.
   const std::uint8_t* row_at[kRowsPerLane];
   std::int64_t ld, cols;
   ScaleLayout layout;
   DataType type;
-  bool words;       // 32-bit loads are allowed (layout and alignment)
-  int valid_steps;  // of the loaded stage: columns before the K end, 0 .. kSteps (kSteps > 1 only)
+  bool words;    // 32-bit loads are allowed (layout and alignment)
+  bool vectors;  // load_chunk's vector loads are allowed (linear layout, row starts aligned to the vector)
 
   // valid_rows: the rows the group has (the tile scheduler only visits tiles with row0 < valid_rows).
   __device__ __forceinline__ void start_tile(DataType scale_type, ScaleLayout scale_layout, const std::uint8_t* scales,
@@ -93,6 +104,8 @@ struct ScaleRows {
     type = scale_type;
     words = kSteps > 1 && (reinterpret_cast<std::uintptr_t>(scales) & 3u) == 0 &&
             (layout == ScaleLayout::blocked_128x4 || (layout == ScaleLayout::linear && (ld & 3) == 0));
+    vectors = layout == ScaleLayout::linear && kSteps > 1 && (reinterpret_cast<std::uintptr_t>(scales) & 15u) == 0 &&
+              (ld & 15) == 0;
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       const std::int64_t row = row0 + lane + 32 * i;
@@ -107,7 +120,10 @@ struct ScaleRows {
 
   // col0: the stage's first scale column. With one scale per 128 of K (fp8-block128) that column exists for
   // every stage a kernel loads, so no step is past the K end.
-  __device__ __forceinline__ void load(std::int64_t col0) {
+  __device__ __forceinline__ void load(std::int64_t col0) { load(col0, loaded); }
+  __device__ __forceinline__ void load(std::int64_t col0, Values& v) const {
+    auto& bits = v.bits;
+    int& valid_steps = v.valid_steps;
     if constexpr (kSteps == 1) {
       const bool is_f32 = type == DataType::f32;
       const std::int64_t col = scale_col_offset(layout, col0, ld) << element_shift();
@@ -125,24 +141,66 @@ struct ScaleRows {
         for (int i = 0; i < kRowsPerLane; ++i) bits[i][w] = __ldg(reinterpret_cast<const std::uint32_t*>(row_at[i] + col));
       }
     } else {
-      std::uint32_t code[kRowsPerLane][kSteps];
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) {
-        const std::int64_t col = scale_col_offset(layout, col0 + s, ld);
-#pragma unroll
-        for (int i = 0; i < kRowsPerLane; ++i) code[i][s] = s < valid_steps ? __ldg(row_at[i] + col) : 0u;
-      }
+      // Each code merged into its word as it comes, so that a lane's codes of a stage never wait in
+      // registers one by one (the loaders hold a chunk of stages' words).
 #pragma unroll
       for (int i = 0; i < kRowsPerLane; ++i)
 #pragma unroll
-        for (int w = 0; w < kWords; ++w)
-          bits[i][w] = code[i][4 * w] | code[i][4 * w + 1] << 8 | code[i][4 * w + 2] << 16 | code[i][4 * w + 3] << 24;
+        for (int w = 0; w < kWords; ++w) bits[i][w] = 0;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        if (s >= valid_steps) break;
+        const std::int64_t col = scale_col_offset(layout, col0 + s, ld);
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i)
+          bits[i][s / 4] |= static_cast<std::uint32_t>(__ldg(row_at[i] + col)) << (8 * (s % 4));
+      }
     }
   }
 
   // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here); pitch: the floats
   // between steps in dst (a part of a longer row of scales).
+  // The stages col0 / kSteps .. + stages - 1 (stages <= Chunk) into v[0 .. stages - 1]: one 8- or 16-byte
+  // load per row for a whole chunk of the linear layout inside K, else stage by stage as load() does.
+  template <int Chunk>
+  __device__ __forceinline__ void load_chunk(std::int64_t col0, int stages, Values (&v)[Chunk]) const {
+    constexpr int kBytes = Chunk * kSteps;  // one 8-bit code per step
+    // The 384-row tile (12 rows per lane) with nv16 codes keeps the stage-by-stage loads: its vectors'
+    // registers would spill.
+    if constexpr (kSteps > 1 && (kBytes == 8 || kBytes == 16) && (kRowsPerLane <= 8 || kWords == 1)) {
+      if (vectors && stages == Chunk && cols - col0 >= kBytes) {
+#pragma unroll
+        for (int i = 0; i < kRowsPerLane; ++i) {
+          std::uint32_t w[kBytes / 4];
+          if constexpr (kBytes == 16) {
+            const uint4 q = __ldg(reinterpret_cast<const uint4*>(row_at[i] + col0));
+            w[0] = q.x, w[1] = q.y, w[2] = q.z, w[3] = q.w;
+          } else {
+            const uint2 q = __ldg(reinterpret_cast<const uint2*>(row_at[i] + col0));
+            w[0] = q.x, w[1] = q.y;
+          }
+#pragma unroll
+          for (int s = 0; s < Chunk; ++s)
+#pragma unroll
+            for (int word = 0; word < kWords; ++word) v[s].bits[i][word] = w[s * kWords + word];
+        }
+#pragma unroll
+        for (int s = 0; s < Chunk; ++s) v[s].valid_steps = kSteps;
+        return;
+      }
+    }
+#pragma unroll
+    for (int s = 0; s < Chunk; ++s)
+      if (s < stages) load(col0 + static_cast<std::int64_t>(s) * kSteps, v[s]);
+  }
+
   __device__ __forceinline__ void store(float* dst, int lane, float factor = 1.0f, int pitch = Rows) const {
+    store(loaded, dst, lane, factor, pitch);
+  }
+  __device__ __forceinline__ void store(const Values& v, float* dst, int lane, float factor = 1.0f,
+                                        int pitch = Rows) const {
+    const auto& bits = v.bits;
+    const int valid_steps = v.valid_steps;
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       float value[kSteps];
