@@ -54,8 +54,9 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kAScales = AScales;
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
-  // The scale loaders hold up to 256 rows x 8 codes of B in flight: the producer warpgroup's whole share.
   static constexpr int kConsumerRegs = kConsumerRegisters;
+  // The scale loaders hold a chunk of stages' codes of A and B in flight (kScaleChunk): the producer
+  // warpgroup's whole share.
   static constexpr int kProducerRegisters = 120;
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters);
   static constexpr int kBlockM = BlockM;
@@ -92,8 +93,8 @@ struct DecodeKernelTraits {
   // Fewer than three raw stages starve the pipeline (a two-stage 64x256 mxfp8 x mxfp8 instance also
   // faulted, bench/NOTES.md version 7): such combinations are not launched.
   static constexpr bool kFits = kStages >= 3;
-  // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for 256-wide tiles (two chunks of 256
-  // rows do not fit the producers' 120 registers), fewer where the ring is short.
+  // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for 256-wide tiles (16 bytes of 256 rows
+  // do not fit the producers' 120 registers), fewer where the ring is short.
   static constexpr int kScaleChunk =
       scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (BlockN >= 256 ? 2 : 1), kStages);
 
