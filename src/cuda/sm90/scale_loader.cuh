@@ -104,8 +104,7 @@ struct ScaleRows {
     type = scale_type;
     words = kSteps > 1 && (reinterpret_cast<std::uintptr_t>(scales) & 3u) == 0 &&
             (layout == ScaleLayout::blocked_128x4 || (layout == ScaleLayout::linear && (ld & 3) == 0));
-    vectors = layout == ScaleLayout::linear && kSteps > 1 && (reinterpret_cast<std::uintptr_t>(scales) & 15u) == 0 &&
-              (ld & 15) == 0;
+    vectors = layout == ScaleLayout::linear && (reinterpret_cast<std::uintptr_t>(scales) & 15u) == 0 && (ld & 15) == 0;
 #pragma unroll
     for (int i = 0; i < kRowsPerLane; ++i) {
       const std::int64_t row = row0 + lane + 32 * i;
