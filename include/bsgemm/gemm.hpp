@@ -75,8 +75,9 @@ Status can_implement(const GemmArguments& args, const RunOptions& options);
 // (never on M, N, K), so one allocation serves every later call with as many groups or fewer, except
 // where the staged path runs (KernelPath::staged, or automatic where the planner stages: the MX and NV
 // recipes with large groups in the MoE forms): there it adds 2 bytes per element of A and B for their
-// bf16 copies. Under automatic, run() given fewer bytes than that (but at least the unstaged plan's)
-// takes the unstaged kernels.
+// bf16 copies; and where the register-operand kernel stages the tokens (decode-sized groups with FP4
+// weights in the MoE forms): 2 bytes per element of A, rows padded to 64 of K. Under automatic (and bf16),
+// run() given fewer bytes than that (but at least the unstaged plan's) takes the unstaged kernels.
 std::size_t workspace_size(const GemmArguments& args, const RunOptions& options);
 
 // Runs the grouped GEMM. Calls can_implement() first and writes nothing when it fails. For the

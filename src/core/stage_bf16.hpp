@@ -45,6 +45,23 @@ BSGEMM_HD inline void stage_chunk(const std::uint32_t (&codes)[2], bool e5m2, fl
   }
 }
 
+// stage_chunk in the pairs order: pairs[i] holds elements i (low half) and i + 4 (high half), the order the
+// register-operand kernel's FP4 decode produces (src/cuda/sm90/decode_bf16.cuh).
+BSGEMM_HD inline void stage_chunk_pairs(const std::uint32_t (&codes)[2], bool e5m2, float scale, std::uint32_t (&pairs)[4]) {
+  const std::uint32_t reordered[2] = {byte_select(codes[0], codes[1], 0x5140u), byte_select(codes[0], codes[1], 0x7362u)};
+  stage_chunk(reordered, e5m2, scale, pairs);
+}
+
+// The register-operand kernel's K order (src/cuda/sm90/kernel_traits_swapped.cuh): within each 64-deep slice,
+// the element at position 16 p + 8 b + 4 h + i (p < 4, b < 2, h < 2, i < 4) is what wgmma reads at slot
+// 8 (4 b + i) + 2 p + h of the tokens' bf16 row. Tokens staged for that kernel are written in slot order, so
+// that TMA brings them into shared memory exactly as wgmma's B operand reads them.
+inline constexpr int kWeightsOrderSlice = 64;
+BSGEMM_HD constexpr int weights_order_slot(int position) {
+  const int p = position / 16, b = (position / 8) % 2, h = (position / 4) % 2, i = position % 4;
+  return 8 * (4 * b + i) + 2 * p + h;
+}
+
 // A chunk of 8 e2m1 codes (one word, the low nibble first) as e4m3 codes in stage_chunk's order (exact:
 // every e2m1 value is an e4m3 value).
 BSGEMM_HD inline void widen_fp4_chunk(std::uint32_t packed, std::uint32_t (&codes)[2]) {

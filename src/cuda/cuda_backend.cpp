@@ -83,6 +83,38 @@ bool staged_runs(const GemmArguments& a) {
   return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
 
+// Whether the register-operand kernel reads its tokens staged as bf16 in the weights' K order
+// (kernel_traits_swapped.cuh) where the workspace holds them: the MoE forms, with A's scales at A's own rows
+// (as staged_runs asks), where the pass's bytes (A's rows, the masked form's whole capacity, read and
+// written as bf16) are at most an eighth of the FP4 weights' bytes, which bound the kernel. A masked
+// capacity far above the tokens it holds (the pass cannot see masked_m) keeps the tokens decoded on chip.
+// Kernel path staged with a register-operand tile (32,256 or 32,384) stages the tokens alone, whatever
+// the bytes (the weights stay 4-bit).
+bool tokens_stageable(const GemmArguments& a) {
+  if (!swapped_runs(a) || !staged_runs(a)) return false;
+  const double a_rows = static_cast<double>(a.moe.rows) * (a.layout == GroupLayout::masked ? a.moe.num_groups : 1);
+  const double pass_bytes = a_rows * static_cast<double>(a.moe.k) * ((is_packed(a.a_type) ? 0.5 : 1.0) + 2.0);
+  const double weight_bytes = 0.5 * static_cast<double>(a.moe.num_groups) * a.moe.n * static_cast<double>(a.moe.k);
+  return pass_bytes <= weight_bytes / 8;
+}
+
+// The workspace's staged tokens (after workspace_layout's part): A as rows x weights_order_ld(K) bf16 per
+// batch (one batch contiguous, num_groups masked).
+struct StagedTokens {
+  std::size_t a = 0, end = 0;  // byte offsets into the workspace
+  std::int64_t ld = 0;         // elements per staged row
+  std::int64_t batches = 1;
+};
+StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
+  StagedTokens t;
+  t.ld = weights_order_ld(args.moe.k);
+  t.batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
+  t.a = (base + 255) / 256 * 256;
+  const std::int64_t rows = t.batches * std::max<std::int64_t>(args.moe.rows, 0);
+  t.end = t.a + static_cast<std::size_t>(rows) * static_cast<std::size_t>(t.ld) * 2;
+  return t;
+}
+
 // The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
 // (one batch contiguous, num_groups masked), B as num_groups x N x staged_ld(K).
 struct StagedBuffers {
@@ -294,7 +326,9 @@ bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
          staged_pays(args);
 }
 
-Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
+// stage_tokens: the register-operand kernel, where it runs, reads tokens staged as bf16 (tokens_stageable,
+// and the workspace holds them).
+Plan choose_plan(const GemmArguments& args, const RunOptions& options, bool stage_tokens = false) {
   Plan plan;
   plan.kernel.scales = is_block128(args) ? ScaleGranularity::block128 : ScaleGranularity::mx32;
   plan.kernel.a = fp8_kind(args.a_type.element);
@@ -304,7 +338,10 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   plan.kernel.decode = use_bf16_path(args, options);
   plan.kernel.a_scales = granularity_of(args.a_type.recipe);
   plan.kernel.b_scales = granularity_of(args.b_type.recipe);
-  const bool staged = options.path == KernelPath::staged;
+  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
+  // Kernel path staged with a register-operand tile: that kernel, with the tokens staged.
+  const bool tokens_forced = options.path == KernelPath::staged && forced_swap && swapped_runs(args) && staged_runs(args);
+  const bool staged = options.path == KernelPath::staged && !tokens_forced;
   if (staged) {
     // The GEMM kernel sees the bf16 copies: no packed operands, no scales.
     plan.kernel.scales = ScaleGranularity::staged;
@@ -325,7 +362,6 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
   // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
-  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
   if (swapped_runs(args) && options.path != KernelPath::fp8 && !staged &&
       (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
     plan.kernel.swapped = true;
@@ -335,6 +371,11 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
       plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max, plan.kernel.b_scales);
     }
     plan.reason += "; FP4 weights in wgmma registers";
+    if (tokens_forced || (stage_tokens && tokens_stageable(args))) {
+      plan.kernel.a_scales = ScaleGranularity::staged;
+      plan.kernel.a_packed = false;
+      plan.reason += ", tokens staged as bf16 in their K order";
+    }
     plan.stages = swapped_stages(plan.kernel);
     plan.grid = sm_count();
     return plan;
@@ -593,10 +634,12 @@ std::size_t staged_workspace(const GemmArguments& args) {
 }
 
 // The least workspace a call runs with: the records and maps for its group count, plus the bf16 copies
-// where the staged path is asked for by name.
+// where the staged path is asked for by name (the tokens' alone with a register-operand tile).
 std::size_t minimum_workspace(const GemmArguments& args, const RunOptions& options) {
-  return options.path == KernelPath::staged && staged_runs(args) ? staged_workspace(args)
-                                                                  : workspace_layout(group_count(args)).total;
+  const std::size_t records = workspace_layout(group_count(args)).total;
+  if (options.path != KernelPath::staged || !staged_runs(args)) return records;
+  if (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) return staged_tokens(args, records).end;
+  return staged_workspace(args);
 }
 
 // The options a call runs with: the planner's staged choice becomes the staged path where the workspace
@@ -607,10 +650,24 @@ RunOptions resolve_path(const GemmArguments& args, const RunOptions& options, st
   return resolved;
 }
 
+// The workspace of a call whose register-operand kernel reads staged tokens: the records and maps, then
+// the tokens' bf16 copy; 0 where that kernel does not run or cannot take staged tokens.
+std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions& options) {
+  if (!tokens_stageable(args) || !choose_plan(args, options).kernel.swapped) return 0;
+  return staged_tokens(args, workspace_layout(group_count(args)).total).end;
+}
+
+// The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path).
+Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
+  const std::size_t tokens = staged_tokens_workspace(args, options);
+  return choose_plan(args, options, tokens != 0 && workspace_bytes >= tokens);
+}
+
 }  // namespace
 
 std::size_t workspace_size(const GemmArguments& args, const RunOptions& options) {
-  return staged_chosen(args, options) ? staged_workspace(args) : minimum_workspace(args, options);
+  if (staged_chosen(args, options)) return staged_workspace(args);
+  return std::max(minimum_workspace(args, options), staged_tokens_workspace(args, options));
 }
 
 Status run(const GemmArguments& args, const RunOptions& requested, void* workspace, std::size_t workspace_bytes,
@@ -626,7 +683,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
     return Status::error(StatusCode::invalid_argument, -1, "workspace", "must be 256-byte aligned (cudaMalloc memory is)");
   auto* ws = static_cast<std::uint8_t*>(workspace);
   const RunOptions options = resolve_path(args, requested, workspace_bytes);
-  const Plan plan = choose_plan(args, options);
+  const Plan plan = plan_with_workspace(args, options, workspace_bytes);
   const core::CallSpec spec = core::make_call_spec(args);
 
   PrepareParams prepare{};
@@ -658,7 +715,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   // captured into a graph, which takes the device path with the descriptions copied alongside.
   const bool host = args.descriptions == MemoryLocation::host;
   const bool host_records = host && !capturing(stream);
-  StageOperand staging[2];  // the staged path's A and B
+  StageOperand staging[2];  // the staged path's A and B, or the register-operand kernel's staged tokens (A)
   // B's tile arrives in one TMA box, or two where it is wider than a box may be (the 384-weight tile).
   const int b_box_rows = plan.kernel.block_n / tma_box_loads(plan.kernel.block_n);
   if (args.layout == GroupLayout::pointer_array) {
@@ -733,8 +790,24 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       a_batch_stride = a.dst_batch_stride;
       b_batch_stride = b.dst_batch_stride;
     }
-    if (Status s = encode_operand_map(&kernel.a_map, a_element, a_data, args.moe.k, args.moe.rows, a_batches, a_ld,
-                                      a_batch_stride, plan.kernel.block_m, plan.kernel.decode);
+    // Staged tokens: whole 64-deep slices in the weights' K order, read as 128-byte swizzled boxes.
+    std::int64_t a_k = args.moe.k;
+    bool a_decoded = plan.kernel.decode;
+    if (plan.kernel.swapped && plan.kernel.a_scales == ScaleGranularity::staged) {
+      const StagedTokens tokens = staged_tokens(args, layout.total);
+      StageOperand a = stage_operand(args.a_type, args.moe.a, args.moe.rows, args.moe.k, whole.a.ld, a_batches,
+                                     masked ? whole.a.batch_stride : 0, args.moe.sfa, whole.sfa.ld,
+                                     masked ? whole.sfa.batch_stride : 0, ws + tokens.a, tokens.ld);
+      a.weights_order = true;
+      staging[0] = a;
+      a_element = DataType::bf16;
+      a_data = a.dst;
+      a_k = a_ld = tokens.ld;
+      a_batch_stride = a.dst_batch_stride;
+      a_decoded = false;
+    }
+    if (Status s = encode_operand_map(&kernel.a_map, a_element, a_data, a_k, args.moe.rows, a_batches, a_ld,
+                                      a_batch_stride, plan.kernel.block_m, a_decoded);
         !s.ok())
       return s;
     if (Status s = encode_operand_map(&kernel.b_map, b_element, b_data, args.moe.k, args.moe.n, groups, b_ld,
@@ -757,6 +830,9 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       return cuda_failure(e, "staging A and B as bf16");
     e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.swapped) {
+    if (plan.kernel.a_scales == ScaleGranularity::staged &&
+        (e = launch_stage_bf16(staging[0], StageOperand{}, sm_count(), stream)) != cudaSuccess)
+      return cuda_failure(e, "staging the tokens as bf16");
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
   } else if (plan.kernel.decode) {
     if (!launch_decode_fp4(plan.kernel, kernel, plan.grid, stream, &e) &&
@@ -792,8 +868,9 @@ Status device_status(const void* workspace, cudaStream_t stream) {
 
 std::string describe_plan(const GemmArguments& args, const RunOptions& requested) {
   // The plan run() takes with workspace_size()'s bytes.
-  const RunOptions options = resolve_path(args, requested, cuda::workspace_size(args, requested));
-  const Plan plan = choose_plan(args, options);
+  const std::size_t workspace_bytes = cuda::workspace_size(args, requested);
+  const RunOptions options = resolve_path(args, requested, workspace_bytes);
+  const Plan plan = plan_with_workspace(args, options, workspace_bytes);
   std::string s = "sm_90a ";
   s += to_string(args.a_type.recipe);
   if (args.b_type.recipe != args.a_type.recipe) s += std::string(" x ") + to_string(args.b_type.recipe);

@@ -186,6 +186,49 @@ TEST(Formats, StagedChunksAreExactAndInOrder) {
   }
 }
 
+// The same chunk in the pairs order (stage_chunk_pairs): pairs[i] holds elements i and i + 4, bit for bit
+// what stage_chunk makes of them.
+TEST(Formats, StagedChunksInThePairsOrder) {
+  std::mt19937 rng(2031);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::uint32_t codes[2] = {static_cast<std::uint32_t>(rng()), static_cast<std::uint32_t>(rng())};
+    const bool e5m2 = trial % 2 == 1;
+    const float scale = decode_ue8m0(static_cast<std::uint8_t>(100 + rng() % 50));
+    std::uint32_t in_order[4], pairs[4];
+    core::stage_chunk(codes, e5m2, scale, in_order);
+    core::stage_chunk_pairs(codes, e5m2, scale, pairs);
+    const auto element = [](const std::uint32_t(&w)[4], int e) { return static_cast<std::uint16_t>(w[e / 2] >> (16 * (e % 2))); };
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_EQ(static_cast<std::uint16_t>(pairs[i]), element(in_order, i)) << "trial " << trial;
+      EXPECT_EQ(static_cast<std::uint16_t>(pairs[i] >> 16), element(in_order, i + 4)) << "trial " << trial;
+    }
+  }
+}
+
+// The register-operand kernel's K order (core::weights_order_slot) is a permutation of each 64-deep slice,
+// and it is the order its A fragments read the weights in: slot 16 s + 2 q + (j % 2) + 8 (j / 2) of wgmma
+// step s, lane quad q, fragment element j holds stored position 16 q + 8 (s / 2) + 2 (s % 2) + j / 2 + 4 (j % 2)
+// (kernel_traits_swapped.cuh), and stage_bf16.cu writes chunk j's pair i at slot 8 (4 (j % 2) + i) + 2 (j / 2).
+TEST(Formats, WeightsOrderIsTheFragmentOrder) {
+  std::vector<int> seen(core::kWeightsOrderSlice, 0);
+  for (int position = 0; position < core::kWeightsOrderSlice; ++position) {
+    const int slot = core::weights_order_slot(position);
+    ASSERT_GE(slot, 0);
+    ASSERT_LT(slot, core::kWeightsOrderSlice);
+    ++seen[static_cast<std::size_t>(slot)];
+  }
+  for (int slot = 0; slot < core::kWeightsOrderSlice; ++slot) EXPECT_EQ(seen[static_cast<std::size_t>(slot)], 1) << slot;
+  for (int s = 0; s < 4; ++s)
+    for (int q = 0; q < 4; ++q)
+      for (int j = 0; j < 4; ++j)
+        EXPECT_EQ(core::weights_order_slot(16 * q + 8 * (s / 2) + 2 * (s % 2) + j / 2 + 4 * (j % 2)),
+                  16 * s + 2 * q + (j % 2) + 8 * (j / 2));
+  for (int chunk = 0; chunk < 8; ++chunk)
+    for (int i = 0; i < 4; ++i)
+      for (int h = 0; h < 2; ++h)
+        EXPECT_EQ(core::weights_order_slot(8 * chunk + i + 4 * h), 8 * (4 * (chunk % 2) + i) + 2 * (chunk / 2) + h);
+}
+
 TEST(Formats, DecodeEveryScaleCode) {
   for (std::uint32_t c = 0; c < 256; ++c) {
     EXPECT_TRUE(same_value(decode_ue8m0(static_cast<std::uint8_t>(c)), expected_ue8m0(c))) << "ue8m0 code " << c;

@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <iostream>
@@ -246,18 +247,25 @@ TEST(PlannerRules, StagedWorkspace) {
 // The planner's staged rule (cuda_backend.cpp staged_pays): left to choose, it asks for the bf16 copies
 // where groups are large (prefill) and not where the weights dominate (decode, few rows per group), and
 // never when a tile or a path is forced. run() with less workspace keeps the default path.
+// The arguments of an MoE-form call whose sizes the planner cannot see (device-resident descriptions): its
+// rules count A's rows.
+GemmArguments unseen_moe_args(Recipe a, Recipe b, GroupLayout layout, std::int64_t rows, int groups, int n, int k,
+                              ScaleLayout a_scales = ScaleLayout::linear) {
+  GemmArguments args;
+  args.a_type = make_operand_type(a, a_scales);
+  args.b_type = make_operand_type(b);
+  args.layout = layout;
+  args.descriptions = MemoryLocation::device;
+  args.moe.num_groups = groups;
+  args.moe.rows = rows;
+  args.moe.n = n;
+  args.moe.k = k;
+  return args;
+}
+
 TEST(PlannerRules, StagedChosenForLargeGroups) {
   const auto args_for = [](Recipe a, Recipe b, GroupLayout layout, std::int64_t rows, int groups, int n, int k) {
-    GemmArguments args;
-    args.a_type = make_operand_type(a);
-    args.b_type = make_operand_type(b);
-    args.layout = layout;
-    args.descriptions = MemoryLocation::device;  // sizes unseen: the rule counts A's rows
-    args.moe.num_groups = groups;
-    args.moe.rows = rows;
-    args.moe.n = n;
-    args.moe.k = k;
-    return args;
+    return unseen_moe_args(a, b, layout, rows, groups, n, k);
   };
   RunOptions automatic;
   automatic.backend = Backend::cuda;
@@ -273,11 +281,18 @@ TEST(PlannerRules, StagedChosenForLargeGroups) {
     EXPECT_EQ(staged_extra(prefill, automatic), static_cast<std::size_t>((8 * 4096 + 8 * 4096) * 7168 * 2)) << to_string(a);
     EXPECT_GT(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 1024, 32, 4096, 7168), automatic), 0u);
     EXPECT_GT(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 1024, 32, 7168, 2048), automatic), 0u);
-    // Decode: 64 and 16 rows per group (the masked form's capacity, and the contiguous total).
+    // Decode: 64 and 16 rows per group (the masked form's capacity, and the contiguous total). Not staged;
+    // with FP4 weights the register-operand kernel asks for its tokens' bf16 copy instead (whole 64-deep
+    // slices per row, PlannerRules.StagedTokens).
     for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
       const bool masked = layout == GroupLayout::masked;
-      EXPECT_EQ(staged_extra(args_for(a, b, layout, masked ? 64 : 32 * 64, 32, 4096, 7168), automatic), 0u);
-      EXPECT_EQ(staged_extra(args_for(a, b, layout, masked ? 16 : 128 * 16, 128, 3072, 4096), automatic), 0u);
+      const bool fp4_weights = b != Recipe::mxfp8;
+      for (const auto& [rows, groups, n, k] : std::vector<std::array<int, 4>>{{64, 32, 4096, 7168}, {16, 128, 3072, 4096}}) {
+        const GemmArguments decode = args_for(a, b, layout, masked ? rows : groups * rows, groups, n, k);
+        const std::size_t tokens = fp4_weights ? static_cast<std::size_t>(groups) * rows * k * 2 : 0;
+        EXPECT_GE(staged_extra(decode, automatic), tokens) << to_string(a) << " " << to_string(layout);
+        EXPECT_LT(staged_extra(decode, automatic), tokens + 256) << to_string(a) << " " << to_string(layout);
+      }
     }
     // Around the crossover (about 270 rows per group at N 4096): 128 rows stay, 1024 stage.
     EXPECT_EQ(staged_extra(args_for(a, b, GroupLayout::contiguous, 32 * 128, 32, 4096, 7168), automatic), 0u);
@@ -307,6 +322,55 @@ TEST(PlannerRules, StagedChosenForLargeGroups) {
   EXPECT_EQ(staged_extra(args_for(Recipe::fp8_block128, Recipe::fp8_block128, GroupLayout::contiguous, 8 * 4096, 8, 4096, 7168),
                          automatic),
             0u);
+}
+
+// The register-operand kernel's staged tokens (cuda_backend.cpp tokens_stageable): workspace_size() adds A's
+// rows (the masked form's whole capacity) x weights_order_ld(K) bf16 where the pass moves at most an eighth
+// of the FP4 weights' bytes, in the MoE forms with A's scales at A's rows; kernel path staged with a
+// register-operand tile asks for them whatever the bytes; the other forms and a large masked capacity
+// ask for nothing.
+TEST(PlannerRules, StagedTokens) {
+  const auto args_for = [](Recipe a, GroupLayout layout, std::int64_t rows, int groups, int n, int k,
+                           ScaleLayout a_scales = ScaleLayout::linear) {
+    return unseen_moe_args(a, Recipe::nvfp4, layout, rows, groups, n, k, a_scales);
+  };
+  RunOptions automatic;
+  automatic.backend = Backend::cuda;
+  RunOptions records_only = automatic;
+  records_only.path = KernelPath::fp8;
+  RunOptions forced = automatic;
+  forced.path = KernelPath::staged;
+  forced.tile_m = 32;
+  forced.tile_n = 384;
+  EXPECT_EQ(cuda::weights_order_ld(330), 384);
+  EXPECT_EQ(cuda::weights_order_ld(7168), 7168);
+  const auto extra = [&](const GemmArguments& args, const RunOptions& o) {
+    return workspace_size(args, o) - workspace_size(args, records_only);
+  };
+  const auto expect_tokens = [&](const GemmArguments& args, const RunOptions& o, std::size_t tokens) {
+    EXPECT_GE(extra(args, o), tokens) << to_string(args.layout) << " rows " << args.moe.rows;
+    EXPECT_LT(extra(args, o), tokens + 256) << to_string(args.layout) << " rows " << args.moe.rows;
+    if (tokens > 0) EXPECT_NE(describe_plan(args, o).find("tokens staged"), std::string::npos) << describe_plan(args, o);
+    else EXPECT_EQ(describe_plan(args, o).find("tokens staged"), std::string::npos) << describe_plan(args, o);
+  };
+  for (const Recipe a : {Recipe::nvfp4, Recipe::mxfp8}) {
+    // 16 tokens a group, K = 330: 384 bf16 a row (whole slices).
+    expect_tokens(args_for(a, GroupLayout::contiguous, 8 * 16, 8, 4096, 330), automatic, 8 * 16 * 384 * 2);
+    expect_tokens(args_for(a, GroupLayout::masked, 16, 8, 4096, 330), automatic, 8 * 16 * 384 * 2);
+    // A masked capacity of 1024 rows holding about 16 tokens a group: the pass would move more than the
+    // weights.
+    GemmArguments large_capacity = args_for(a, GroupLayout::masked, 1024, 8, 4096, 330);
+    large_capacity.expected_m = 16;
+    expect_tokens(large_capacity, automatic, 0);
+    expect_tokens(large_capacity, forced, 8 * 1024 * 384 * 2);
+    // A's scales blocked in the contiguous form (padded per group): not stageable, forced or not.
+    expect_tokens(args_for(a, GroupLayout::contiguous, 8 * 16, 8, 4096, 330, ScaleLayout::blocked_128x4), automatic, 0);
+    // Large groups: not the register-operand kernel.
+    expect_tokens(args_for(a, GroupLayout::contiguous, 8 * 1024, 8, 4096, 330), records_only, 0);
+  }
+  GemmArguments ptr = args_for(Recipe::nvfp4, GroupLayout::pointer_array, 0, 0, 0, 0);
+  ptr.num_groups = 4;
+  expect_tokens(ptr, automatic, 0);
 }
 
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
@@ -720,6 +784,110 @@ TEST(GpuShapes, StagedRefusals) {
   EXPECT_EQ(st.field, "tile");
 }
 
+// The variants the register-operand kernel takes: FP4 weights with mxfp8 or same-recipe tokens, off the
+// fp8 path (indices into recipe_variants()).
+std::vector<std::size_t> register_operand_variants() {
+  std::vector<std::size_t> out;
+  const std::vector<RecipeVariant> all = recipe_variants();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const RecipeVariant& v = all[i];
+    const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
+    if (fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8) && v.path != KernelPath::fp8)
+      out.push_back(i);
+  }
+  return out;
+}
+
+class GpuStagedTokens : public GpuVariantTest {};
+
+// The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
+// staged with a register-operand tile): both tiles, both MoE forms, every output type, ragged N (264 against
+// 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage, past a stage), empty
+// and one-row groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked
+// is refused before anything runs.
+TEST_P(GpuStagedTokens, EveryShape) {
+  SKIP_WITHOUT_GPU();
+  RecipeVariant v = variant();
+  v.path = KernelPath::staged;
+  const bool blocked_a = v.a.scale_layout == ScaleLayout::blocked_128x4;
+  std::uint64_t seed = seed_base(1200000);
+  for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{32, 256}, {32, 384}}) {
+    RunOptions o;
+    o.tile_m = tile_m;
+    o.tile_n = tile_n;
+    for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      if (layout == GroupLayout::contiguous && blocked_a) {
+        HostWorkload host;
+        ASSERT_TRUE(HostWorkload::create(make_spec(v, layout, DataType::bf16, moe_groups({16}, 256, 128), ++seed), &host).ok());
+        RunOptions cuda_options = o;
+        cuda_options.backend = Backend::cuda;
+        cuda_options.path = KernelPath::staged;
+        const Status st = can_implement(host.args(), cuda_options);
+        EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
+        EXPECT_EQ(st.field, "path") << st.message;
+        continue;
+      }
+      for (const auto& [d, k] : std::vector<std::pair<DataType, std::int32_t>>{
+               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}}) {
+        WorkloadSpec spec = make_spec(v, layout, d, moe_groups({64, 33, 1, 0, 17}, 264, k), ++seed);
+        if (layout == GroupLayout::masked) spec.moe_rows = 72;
+        HostWorkload host;
+        ASSERT_TRUE(HostWorkload::create(spec, &host).ok());
+        RunOptions cuda_options = o;
+        cuda_options.backend = Backend::cuda;
+        cuda_options.path = KernelPath::staged;
+        EXPECT_NE(describe_plan(host.args(), cuda_options).find("tokens staged"), std::string::npos)
+            << describe_plan(host.args(), cuda_options);
+        run_and_check(v, spec, k == 376 ? MemoryLocation::host : MemoryLocation::device, o);
+      }
+    }
+    if (blocked_a) continue;
+    std::vector<std::int32_t> ms;
+    std::uint64_t x = 23;
+    for (int g = 0; g < 256; ++g) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      ms.push_back(static_cast<std::int32_t>((x >> 33) % 33));  // 0..32 rows, several empty
+    }
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups(ms, 64, 160), ++seed),
+                  MemoryLocation::device, o);
+    for (const bool a_small : {false, true}) {
+      WorkloadSpec s = make_spec(v, GroupLayout::contiguous, DataType::f32, moe_groups({32, 31, 1}, 256, 512), ++seed);
+      s.a_exponent = a_small ? smallest_exponent(v, v.a) : 100;
+      s.b_exponent = a_small ? 100 : smallest_exponent(v, v.b);
+      run_and_check(v, s, MemoryLocation::device, o);
+    }
+  }
+}
+
+// The planner's own choice: decode-sized groups whose tokens are few against the weights run with staged
+// tokens given workspace_size()'s bytes (64 tokens a tile here), and with the records' bytes only they
+// decode the tokens on chip; both checked against the reference.
+TEST_P(GpuStagedTokens, ChosenByPlanner) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  RunOptions records_only;
+  records_only.backend = Backend::cuda;
+  records_only.path = KernelPath::fp8;
+  std::uint64_t seed = seed_base(1300000);
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    if (layout == GroupLayout::contiguous && v.a.scale_layout == ScaleLayout::blocked_128x4) continue;  // refused above
+    WorkloadSpec s = make_spec(v, layout, DataType::bf16, moe_groups({64, 33, 1, 0, 50}, 4096, 200), ++seed);
+    if (layout == GroupLayout::masked) s.moe_rows = 64;
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+    RunOptions automatic;
+    automatic.backend = Backend::cuda;
+    automatic.path = v.path;
+    ASSERT_GT(workspace_size(host.args(), automatic), workspace_size(host.args(), records_only));
+    const std::string plan = describe_plan(host.args(), automatic);
+    EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("tile 64x256"), std::string::npos) << plan;
+    run_and_check(v, s, MemoryLocation::host);
+    run_and_check(v, s, MemoryLocation::device, {}, &records_only);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuStagedTokens, ::testing::ValuesIn(register_operand_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuMatrix, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuVariantShapes, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuTiles, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
@@ -883,6 +1051,20 @@ TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
     run_and_check(v, masked, MemoryLocation::host);
     run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
                   MemoryLocation::device);
+  }
+  // The register-operand kernel reading staged tokens (kernel path staged with its tile), FP8 and FP4 tokens.
+  for (const std::size_t i : register_operand_variants()) {
+    RecipeVariant v = recipe_variants()[i];
+    if (v.a.scale_layout == ScaleLayout::blocked_128x4) continue;
+    v.path = KernelPath::staged;
+    RunOptions tile;
+    tile.tile_m = 32;
+    tile.tile_n = 256;
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 7}, 264, 200), ++seed),
+                  MemoryLocation::device, tile);
+    WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::f32, moe_groups({5, 32}, 72, 160), ++seed);
+    masked.moe_rows = 40;
+    run_and_check(v, masked, MemoryLocation::host, tile);
   }
   // The staged path (its staging pass and the BF16 GEMM), FP8 and FP4 operands, a K tail inside a chunk.
   for (const RecipeVariant& v :

@@ -32,8 +32,15 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
   for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
     pipe.producer_acquire(state);
     pipe.producer_expect_bytes(state, Traits::kStageBytes);
-    // The maps count K in stored bytes.
-    ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
+    // The maps count K in stored bytes; staged tokens come as two 128-byte-wide swizzled boxes.
+    if constexpr (Traits::kTokensStaged) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        ptx::tma_load_3d(ss.raw[state.index].a + half * Traits::kTokenHalfBytes, t.a_map,
+                         kb * Traits::kRowBytesA + half * 128, t.a_row, t.a_batch, pipe.full_barrier(state));
+    } else {
+      ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
+    }
     constexpr int kBoxRows = Traits::kBlockN / Traits::kBLoads;
 #pragma unroll
     for (int box = 0; box < Traits::kBLoads; ++box)
@@ -46,6 +53,7 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
 // each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
 // consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
 // row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
+// Staged tokens carry their scales already: B's only.
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
@@ -60,8 +68,9 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
   const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) {
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
-    a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
-                 core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
+    if constexpr (!Traits::kTokensStaged)
+      a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
+                   core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
     b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
                  core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
   };
@@ -69,13 +78,13 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
       p, loader, on_tile,
       [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
         // Global loads first: their latency hides under the wait for the first stage.
-        a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
+        if constexpr (!Traits::kTokensStaged) a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
         b.load_chunk(static_cast<std::int64_t>(Traits::kStepsB) * kb0, stages, b_values);
 #pragma unroll
         for (int s = 0; s < kChunk; ++s) {
           if (s >= stages) break;
           pipe.producer_acquire(state);
-          a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
+          if constexpr (!Traits::kTokensStaged) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
           b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
           pipe.producer_commit(state);
           state.advance();
@@ -113,9 +122,11 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
   const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
-    for (int d = 0; d < kDecodedStages; ++d) {
-      ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
-      ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
+    if constexpr (!Traits::kTokensStaged) {
+      for (int d = 0; d < kDecodedStages; ++d) {
+        ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);
+        ptx::mbarrier_init(&ss.decoded_empty[d], 2 * 4);
+      }
     }
     ptx::fence_mbarrier_init();
     prefetch_kernel_maps(p);

@@ -3,7 +3,8 @@
 //
 // Roles as in the decoding kernel (kernel_decode.cuh), whose TMA producer and scale loaders it shares
 // (A = the tokens, B = the weights); the consumers run mainloop_swapped.cuh and write each slab of the
-// tile transposed (epilogue.cuh).
+// tile transposed (epilogue.cuh). Tokens staged as bf16 by the pass before (AScales == staged) need no
+// decoded tiles: the consumers read them from the raw stages.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -31,7 +32,8 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   while (walker.next(&c, &g)) {
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
-    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
+    if constexpr (Traits::kTokensStaged) mainloop.accumulate_staged_tile(ss, pipe, raw, k_blocks, acc);
+    else mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
     // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
     const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const TileOutput output = tile_output(p, g, c.l);

@@ -54,6 +54,7 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kAScales = AScales;
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
+  static constexpr bool kTokensStaged = false;  // both operands arrive as stored (kernel_traits_swapped.cuh)
   static constexpr int kConsumerRegs = kConsumerRegisters;
   // The scale loaders hold a chunk of stages' codes of A and B in flight (kScaleChunk): the producer
   // warpgroup's whole share.

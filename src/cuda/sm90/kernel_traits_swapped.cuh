@@ -16,10 +16,15 @@
 // four apart in a word (core::e2m1x8_to_bf16_pairs); the tokens are decoded into the same permuted order
 // (the sum over K does not depend on the order). Scale blocks stay whole: a thread's 16 positions share
 // one nv16 scale, and pairs of threads one mx32 scale.
+//
+// Where a pass before the kernel has staged the tokens as bf16 in that order (AScales == staged,
+// stage_bf16.cu with weights_order), TMA brings them into each raw stage as two 128-byte-swizzled halves,
+// wgmma's B operand as it is: no token decode, no decoded tiles and their barriers, no token scales.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/kernel_traits_decode.cuh"
@@ -34,6 +39,8 @@ struct SwappedKernelTraits {
   static_assert(Slabs == 2 || (Slabs == 3 && Tokens == 32), "two fragment sets and the accumulators fit 192 registers");
   static_assert(AScales != ScaleGranularity::block128 && BScales != ScaleGranularity::block128,
                 "scales are folded into the decoded values");
+  static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged;
+  static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
   static constexpr bool kAPacked = APacked;
   static constexpr bool kBPacked = true;
   static constexpr ScaleGranularity kAScales = AScales;
@@ -53,16 +60,19 @@ struct SwappedKernelTraits {
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
   static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
 
-  static constexpr int kStepsA = scale_steps(AScales);
+  static constexpr int kStepsA = kTokensStaged ? 0 : scale_steps(AScales);
   static constexpr int kStepsB = scale_steps(BScales);
-  static constexpr int kRowBytesA = APacked ? kBlockK / 2 : kBlockK;
+  static constexpr int kRowBytesA = kTokensStaged ? 2 * kBlockK : APacked ? kBlockK / 2 : kBlockK;
   static constexpr int kRowBytesB = kBlockK / 2;
   static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(Tokens * kRowBytesA + kBlockN * kRowBytesB);
   // Token decoding: 16-byte chunks of 8 bf16, eight per 64-deep row, one or two per consumer thread.
   static constexpr int kTokenChunks = Tokens * (kDecodedK / 8);
   static_assert(kTokenChunks % (2 * kThreadsPerWarpgroup) == 0);
 
-  struct alignas(128) RawStage {
+  // Staged tokens: half h of a stage's tokens (K 64 h .. 64 h + 63, Tokens rows of 128 bytes) at
+  // a + h * kTokenHalfBytes, 1024-byte aligned for the swizzle.
+  static constexpr int kTokenHalfBytes = Tokens * 128;
+  struct alignas(kTokensStaged ? 1024 : 128) RawStage {
     std::uint8_t a[Tokens * kRowBytesA];
     std::uint8_t b[kBlockN * kRowBytesB];
   };
@@ -70,7 +80,8 @@ struct SwappedKernelTraits {
     std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
   };
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
-  static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, sizeof(DecodedStage));
+  static constexpr int kStages =
+      raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage));
   static constexpr bool kFits = kStages >= 3;
   // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for the 384-weight tile, fewer where
   // the ring is short (scale_chunk_that_fits).
@@ -78,7 +89,7 @@ struct SwappedKernelTraits {
       scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (Slabs == 3 ? 2 : 1), kStages);
   static_assert(kFits);
 
-  struct SharedStorage {
+  struct DecodingStorage {
     DecodedStage decoded[kDecodedStages];
     RawStage raw[kStages];
     alignas(16) float sfa[kStages][kStepsA][Tokens];
@@ -91,6 +102,16 @@ struct SwappedKernelTraits {
     // core::kBf16SelectorsLow once per lane, read once into a register (mainloop_swapped.cuh).
     std::uint32_t selector_table[32];
   };
+  // Staged tokens: neither decoded tiles nor token scales.
+  struct StagedTokensStorage {
+    RawStage raw[kStages];
+    alignas(16) float sfb[kStages][kStepsB][kBlockN];
+    alignas(16) float epilogue[2][64][kEpiloguePitch];
+    alignas(8) std::uint64_t full[kStages];
+    alignas(8) std::uint64_t empty[kStages];
+    std::uint32_t selector_table[32];
+  };
+  using SharedStorage = std::conditional_t<kTokensStaged, StagedTokensStorage, DecodingStorage>;
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;
   static_assert(kSharedBytes <= kSharedMemoryLimit);
 };

@@ -115,9 +115,14 @@ struct StageOperand {
   std::int64_t scale_ld = 0, scale_batch_stride = 0;
   std::uint16_t* dst = nullptr;  // bf16 bits
   std::int64_t dst_ld = 0, dst_batch_stride = 0;
+  // Each 64-deep slice of a row written in the register-operand kernel's K order (core::weights_order_slot),
+  // the last slice padded with zeros (dst_ld is then weights_order_ld(k)).
+  bool weights_order = false;
 };
 // Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
 inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
+// ... and a row staged in the weights' K order: whole 64-deep slices.
+inline std::int64_t weights_order_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 64); }
 // Stages A and B (either may have no rows) in one launch over `sms` multiprocessors.
 cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int sms, cudaStream_t stream);
 

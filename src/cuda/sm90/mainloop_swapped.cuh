@@ -6,6 +6,9 @@
 // warpgroup issues 4 k16 steps x its slabs of m64 x Tokens x k16 BF16 wgmma. Two register sets of fragments
 // alternate: while the wgmma of one half of a stage run on the tensor cores, the other half is decoded.
 // An iteration is one raw stage and ends with nothing in flight (ptxas serializes wgmma otherwise).
+//
+// With staged tokens (Traits::kTokensStaged) the wgmma read the tokens straight from the raw stage: the
+// consumers only decode weights, and the two warpgroups meet nowhere but at the raw stages' barriers.
 #pragma once
 
 #include <cstdint>
@@ -128,10 +131,11 @@ struct SwappedMainloop {
     }
   }
 
-  // The wgmma of one slice (decoded tokens d, weight fragments frag) into acc, as one commit group.
-  __device__ __forceinline__ void issue_mma(const Storage& ss, int d, const Fragments& frag, float (&acc)[kSlabs][kAcc],
+  // The wgmma of one slice (the tokens' bf16 tile at `tokens`, weight fragments frag) into acc, as one
+  // commit group.
+  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const Fragments& frag, float (&acc)[kSlabs][kAcc],
                                             bool fresh) const {
-    const std::uint64_t desc = ptx::make_smem_desc_sw128(ss.decoded[d].a);
+    const std::uint64_t desc = ptx::make_smem_desc_sw128(tokens);
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     ptx::wgmma_fence();
@@ -143,15 +147,19 @@ struct SwappedMainloop {
     ptx::wgmma_commit();
   }
 
+  __device__ __forceinline__ static void zero_accumulators(float (&acc)[kSlabs][kAcc]) {
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int i = 0; i < kAcc; ++i) acc[slab][i] = 0.0f;
+  }
+
   // Accumulates one tile of `k_blocks` raw stages (K = k) into acc; both pipeline states end past the tile.
   template <int Stages>
   __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                   PipelineState<kDecodedStages>& decoded, int k_blocks, std::int64_t k,
                                   float (&acc)[kSlabs][kAcc]) const {
-#pragma unroll
-    for (int slab = 0; slab < kSlabs; ++slab)
-#pragma unroll
-      for (int i = 0; i < kAcc; ++i) acc[slab][i] = 0.0f;
+    zero_accumulators(acc);
     if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
     Fragments first_half, second_half;
     PipelineState<kDecodedStages> write = decoded, read = decoded;
@@ -177,7 +185,7 @@ struct SwappedMainloop {
     };
     const auto consume = [&](const Fragments& frag, bool fresh) {
       ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
-      issue_mma(ss, read.index, frag, acc, fresh);
+      issue_mma(ss.decoded[read.index].a, frag, acc, fresh);
     };
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
@@ -198,6 +206,42 @@ struct SwappedMainloop {
       retire();
     }
     decoded = read;
+  }
+
+  // accumulate_tile with staged tokens: each half stage's wgmma read the tokens from the raw stage, which
+  // is released once both halves' wgmma are done. The next stage's first half is decoded under the second
+  // half's wgmma, so a warpgroup holds two raw stages for that long.
+  template <int Stages>
+  __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
+                                         int k_blocks, float (&acc)[kSlabs][kAcc]) const {
+    zero_accumulators(acc);
+    if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
+    Fragments first_half, second_half;
+    const auto retire = [&] {
+      ptx::wgmma_wait<0>();
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
+    };
+    const auto tokens = [&](int half) { return ss.raw[raw.index].a + half * Traits::kTokenHalfBytes; };
+
+    pipe.consumer_wait(raw);
+    decode_weights(ss, raw.index, 0, first_half);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      issue_mma(tokens(0), first_half, acc, kb == 0);
+      decode_weights(ss, raw.index, 1, second_half);
+      retire();
+      issue_mma(tokens(1), second_half, acc, false);
+      PipelineState<Stages> next = raw;
+      next.advance();
+      if (kb + 1 < k_blocks) {
+        pipe.consumer_wait(next);
+        decode_weights(ss, next.index, 0, first_half);
+      }
+      retire();
+      __syncwarp();
+      if (release_lane) pipe.consumer_release(raw);
+      raw = next;
+    }
   }
 };
 

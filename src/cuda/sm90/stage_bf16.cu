@@ -28,12 +28,19 @@ constexpr int kThreads = 256;
 constexpr int kChunk = 8;           // elements per chunk: 16 bytes of bf16
 constexpr int kChunksInFlight = 4;  // chunks a thread loads before converting
 constexpr int kCtasPerSm = 4;       // resident CTAs per SM (64 registers a thread)
+constexpr std::uint8_t kUe8m0One = 127, kUe4m3One = 0x38;  // the scale codes of 1.0
 
 // Threads per row: enough that each has kChunksInFlight chunks, at most the CTA; the CTA takes
 // kThreads / lanes rows side by side, so that a row's batch comes from one division per row.
 __host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row) {
   const std::int64_t wanted = (chunks_per_row + kChunksInFlight - 1) / kChunksInFlight;
   return wanted >= kThreads ? kThreads : static_cast<int>(wanted);
+}
+
+// The chunks a staged row is written in.
+__host__ __device__ inline std::int64_t row_chunks(const StageOperand& op) {
+  constexpr int kSlice = core::kWeightsOrderSlice;  // whole slices: weights_order_ld(k) elements
+  return op.weights_order ? (op.k + kSlice - 1) / kSlice * (kSlice / kChunk) : (op.k + kChunk - 1) / kChunk;
 }
 
 // The codes of the chunk at src whose first `valid` elements lie before K's end, as two words of 8-bit
@@ -64,10 +71,11 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, s
   }
 }
 
-// The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk.
+// The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk. In the weights' K order a row
+// covers whole 64-deep slices: the chunks past K's end are written as zeros.
 template <bool kFp4>
 __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int ctas) {
-  const int chunks_per_row = static_cast<int>((op.k + kChunk - 1) / kChunk);  // K < 2^31 (can_implement)
+  const int chunks_per_row = static_cast<int>(row_chunks(op));  // K < 2^31 (can_implement)
   const int lanes = lanes_per_row(chunks_per_row);
   const int rows_per_cta = kThreads / lanes;
   const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
@@ -93,9 +101,11 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
         const int c = first + u * lanes;
         if (c < chunks_per_row) {
           const std::int64_t valid = op.k - static_cast<std::int64_t>(kChunk) * c;
-          load_chunk<kFp4>(src + ((kChunk * c) >> (kFp4 ? 1 : 0)), valid < kChunk ? static_cast<int>(valid) : kChunk,
-                           codes[u]);
-          scale_codes[u] = __ldg(scales + scale_col_offset(op.scale_layout, c >> scale_shift, op.scale_ld));
+          load_chunk<kFp4>(src + ((kChunk * c) >> (kFp4 ? 1 : 0)),
+                           valid <= 0 ? 0 : valid < kChunk ? static_cast<int>(valid) : kChunk, codes[u]);
+          // A chunk wholly past K's end (weights order) has zero codes and no scale column: scale one.
+          scale_codes[u] = valid <= 0 ? (op.nv16 ? kUe4m3One : kUe8m0One)
+                                      : __ldg(scales + scale_col_offset(op.scale_layout, c >> scale_shift, op.scale_ld));
         }
       }
 #pragma unroll
@@ -105,10 +115,22 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
           // ue4m3 (the sign bit ignored, as decode_ue4m3 does) or ue8m0.
           const float scale = op.nv16 ? decode_ue4m3(scale_codes[u]) : ue8m0_to_float(scale_codes[u]);
           std::uint32_t pairs[4];
-          core::stage_chunk(codes[u], e5m2, scale, pairs);
-          // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
-          // and a chunk at K's tail stays inside the row's staged_ld elements (its last ones zero).
-          *reinterpret_cast<uint4*>(dst + kChunk * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+          if (op.weights_order) {
+            // Chunk j of a slice holds positions 8 j .. 8 j + 7; pair i (positions 8 j + i and + 4) lands at
+            // slot 8 (4 (j % 2) + i) + 2 (j / 2) (core::weights_order_slot): four 4-byte stores, a warp's
+            // eight chunks of a slice filling its 128 bytes.
+            core::stage_chunk_pairs(codes[u], e5m2, scale, pairs);
+            const int j = c % 8;
+            std::uint16_t* slice = dst + core::kWeightsOrderSlice * (c / 8);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              *reinterpret_cast<std::uint32_t*>(slice + 8 * (4 * (j % 2) + i) + 2 * (j / 2)) = pairs[i];
+          } else {
+            core::stage_chunk(codes[u], e5m2, scale, pairs);
+            // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
+            // and a chunk at K's tail stays inside the row's staged_ld elements (its last ones zero).
+            *reinterpret_cast<uint4*>(dst + kChunk * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
+          }
         }
       }
     }
@@ -133,7 +155,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const 
 
 // CTAs that cover an operand's rows once (0 when it has none).
 std::int64_t ctas_wanted(const StageOperand& op) {
-  const std::int64_t chunks_per_row = (op.k + kChunk - 1) / kChunk;
+  const std::int64_t chunks_per_row = row_chunks(op);
   const std::int64_t rows = op.batches * op.rows;
   if (rows <= 0 || chunks_per_row <= 0) return 0;
   const std::int64_t rows_per_cta = kThreads / lanes_per_row(chunks_per_row);
