@@ -88,8 +88,6 @@ bool staged_runs(const GemmArguments& a) {
 // (as staged_runs asks), where the pass's bytes (A's rows, the masked form's whole capacity, read and
 // written as bf16) are at most an eighth of the FP4 weights' bytes, which bound the kernel. A masked
 // capacity far above the tokens it holds (the pass cannot see masked_m) keeps the tokens decoded on chip.
-// Kernel path staged with a register-operand tile (32,256 or 32,384) stages the tokens alone, whatever
-// the bytes (the weights stay 4-bit).
 bool tokens_stageable(const GemmArguments& a) {
   if (!swapped_runs(a) || !staged_runs(a)) return false;
   const double a_rows = static_cast<double>(a.moe.rows) * (a.layout == GroupLayout::masked ? a.moe.num_groups : 1);
@@ -103,16 +101,22 @@ bool tokens_stageable(const GemmArguments& a) {
 struct StagedTokens {
   std::size_t a = 0, end = 0;  // byte offsets into the workspace
   std::int64_t ld = 0;         // elements per staged row
-  std::int64_t batches = 1;
 };
 StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   StagedTokens t;
   t.ld = weights_order_ld(args.moe.k);
-  t.batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
   t.a = (base + 255) / 256 * 256;
-  const std::int64_t rows = t.batches * std::max<std::int64_t>(args.moe.rows, 0);
+  const std::int64_t batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
+  const std::int64_t rows = batches * std::max<std::int64_t>(args.moe.rows, 0);
   t.end = t.a + static_cast<std::size_t>(rows) * static_cast<std::size_t>(t.ld) * 2;
   return t;
+}
+
+// Kernel path staged with a register-operand tile (32,256 or 32,384) asks for that kernel with its
+// tokens staged, whatever the bytes (the weights stay 4-bit).
+bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options) {
+  return options.path == KernelPath::staged && forcible_swapped_tile(options.tile_m, options.tile_n) &&
+         swapped_runs(args) && staged_runs(args);
 }
 
 // The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
@@ -339,8 +343,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options, bool stag
   plan.kernel.a_scales = granularity_of(args.a_type.recipe);
   plan.kernel.b_scales = granularity_of(args.b_type.recipe);
   const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
-  // Kernel path staged with a register-operand tile: that kernel, with the tokens staged.
-  const bool tokens_forced = options.path == KernelPath::staged && forced_swap && swapped_runs(args) && staged_runs(args);
+  const bool tokens_forced = tokens_staged_by_name(args, options);
   const bool staged = options.path == KernelPath::staged && !tokens_forced;
   if (staged) {
     // The GEMM kernel sees the bf16 copies: no packed operands, no scales.
@@ -637,9 +640,8 @@ std::size_t staged_workspace(const GemmArguments& args) {
 // where the staged path is asked for by name (the tokens' alone with a register-operand tile).
 std::size_t minimum_workspace(const GemmArguments& args, const RunOptions& options) {
   const std::size_t records = workspace_layout(group_count(args)).total;
-  if (options.path != KernelPath::staged || !staged_runs(args)) return records;
-  if (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) return staged_tokens(args, records).end;
-  return staged_workspace(args);
+  if (tokens_staged_by_name(args, options)) return staged_tokens(args, records).end;
+  return options.path == KernelPath::staged && staged_runs(args) ? staged_workspace(args) : records;
 }
 
 // The options a call runs with: the planner's staged choice becomes the staged path where the workspace
@@ -773,11 +775,15 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
     const void* b_data = args.moe.b;
     std::int64_t a_ld = whole.a.ld, a_batch_stride = masked ? whole.a.batch_stride : whole.a.ld * rows;
     std::int64_t b_ld = whole.b.ld, b_batch_stride = whole.b.batch_stride;
+    // A as the staging pass reads it, into dst with rows dst_ld elements apart.
+    const auto stage_a = [&](std::uint8_t* dst, std::int64_t dst_ld) {
+      return stage_operand(args.a_type, args.moe.a, args.moe.rows, args.moe.k, whole.a.ld, a_batches,
+                           masked ? whole.a.batch_stride : 0, args.moe.sfa, whole.sfa.ld,
+                           masked ? whole.sfa.batch_stride : 0, dst, dst_ld);
+    };
     if (plan.kernel.scales == ScaleGranularity::staged) {
       const StagedBuffers staged = staged_buffers(args, layout.total);
-      const StageOperand a = stage_operand(args.a_type, args.moe.a, args.moe.rows, args.moe.k, whole.a.ld, a_batches,
-                                           masked ? whole.a.batch_stride : 0, args.moe.sfa, whole.sfa.ld,
-                                           masked ? whole.sfa.batch_stride : 0, ws + staged.a, staged.ld);
+      const StageOperand a = stage_a(ws + staged.a, staged.ld);
       const StageOperand b = stage_operand(args.b_type, args.moe.b, args.moe.n, args.moe.k, whole.b.ld, groups,
                                            whole.b.batch_stride, args.moe.sfb, whole.sfb.ld, whole.sfb.batch_stride,
                                            ws + staged.b, staged.ld);
@@ -795,9 +801,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
     bool a_decoded = plan.kernel.decode;
     if (plan.kernel.swapped && plan.kernel.a_scales == ScaleGranularity::staged) {
       const StagedTokens tokens = staged_tokens(args, layout.total);
-      StageOperand a = stage_operand(args.a_type, args.moe.a, args.moe.rows, args.moe.k, whole.a.ld, a_batches,
-                                     masked ? whole.a.batch_stride : 0, args.moe.sfa, whole.sfa.ld,
-                                     masked ? whole.sfa.batch_stride : 0, ws + tokens.a, tokens.ld);
+      StageOperand a = stage_a(ws + tokens.a, tokens.ld);
       a.weights_order = true;
       staging[0] = a;
       a_element = DataType::bf16;
