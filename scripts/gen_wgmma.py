@@ -9,7 +9,7 @@ import os
 
 WIDTHS = (64, 128, 192, 256)  # 192: fp8-block128's 128 x 192 tile
 TYPES = ("e4m3", "e5m2")
-BF16_WIDTHS = (64, 128, 256)  # 256: staged mxfp8's 128 x 256 tile
+BF16_WIDTHS = (64, 128, 256)  # 256: the staged path's 128 x 256 tile
 BF16_REGISTER_A_WIDTHS = (16, 32, 64)  # tokens per tile of the register-operand kernel
 
 BF16_HEADER = """\

@@ -83,6 +83,17 @@ bool staged_runs(const GemmArguments& a) {
   return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
 
+// Bytes per element as stored: FP4 codes pack two to a byte.
+double code_bytes(const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; }
+
+// The rows of A a staging pass writes in the MoE forms: the contiguous form's rows, the masked form's whole
+// capacity (the pass cannot see masked_m).
+std::int64_t staged_a_rows(const GemmArguments& args) {
+  return std::max<std::int64_t>(args.moe.rows, 0) * (args.layout == GroupLayout::masked ? args.moe.num_groups : 1);
+}
+
+std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+
 // Whether the register-operand kernel reads its tokens staged as bf16 in the weights' K order
 // (kernel_traits_swapped.cuh) where the workspace holds them: the MoE forms, with A's scales at A's own rows
 // (as staged_runs asks), where the pass's bytes (A's rows, the masked form's whole capacity, read and
@@ -90,8 +101,7 @@ bool staged_runs(const GemmArguments& a) {
 // capacity far above the tokens it holds (the pass cannot see masked_m) keeps the tokens decoded on chip.
 bool tokens_stageable(const GemmArguments& a) {
   if (!swapped_runs(a) || !staged_runs(a)) return false;
-  const double a_rows = static_cast<double>(a.moe.rows) * (a.layout == GroupLayout::masked ? a.moe.num_groups : 1);
-  const double pass_bytes = a_rows * static_cast<double>(a.moe.k) * ((is_packed(a.a_type) ? 0.5 : 1.0) + 2.0);
+  const double pass_bytes = static_cast<double>(staged_a_rows(a)) * static_cast<double>(a.moe.k) * (code_bytes(a.a_type) + 2.0);
   const double weight_bytes = 0.5 * static_cast<double>(a.moe.num_groups) * a.moe.n * static_cast<double>(a.moe.k);
   return pass_bytes <= weight_bytes / 8;
 }
@@ -105,10 +115,8 @@ struct StagedTokens {
 StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   StagedTokens t;
   t.ld = weights_order_ld(args.moe.k);
-  t.a = (base + 255) / 256 * 256;
-  const std::int64_t batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
-  const std::int64_t rows = batches * std::max<std::int64_t>(args.moe.rows, 0);
-  t.end = t.a + static_cast<std::size_t>(rows) * static_cast<std::size_t>(t.ld) * 2;
+  t.a = align256(base);
+  t.end = t.a + static_cast<std::size_t>(staged_a_rows(args)) * static_cast<std::size_t>(t.ld) * 2;
   return t;
 }
 
@@ -126,15 +134,13 @@ struct StagedBuffers {
   std::int64_t ld = 0;                // elements per staged row
 };
 StagedBuffers staged_buffers(const GemmArguments& args, std::size_t base) {
-  const auto align = [](std::size_t x) { return (x + 255) / 256 * 256; };
   StagedBuffers s;
   s.ld = staged_ld(args.moe.k);
-  const std::int64_t a_batches = args.layout == GroupLayout::masked ? args.moe.num_groups : 1;
   const std::size_t row_bytes = static_cast<std::size_t>(s.ld) * 2;
-  s.a = align(base);
-  s.b = align(s.a + static_cast<std::size_t>(a_batches * std::max<std::int64_t>(args.moe.rows, 0)) * row_bytes);
-  s.end = align(s.b + static_cast<std::size_t>(args.moe.num_groups) * static_cast<std::size_t>(std::max(args.moe.n, 0)) *
-                          row_bytes);
+  s.a = align256(base);
+  s.b = align256(s.a + static_cast<std::size_t>(staged_a_rows(args)) * row_bytes);
+  s.end = align256(s.b + static_cast<std::size_t>(args.moe.num_groups) * static_cast<std::size_t>(std::max(args.moe.n, 0)) *
+                             row_bytes);
   return s;
 }
 
@@ -307,7 +313,7 @@ struct StagedCostModel {
 };
 
 bool staged_pays(const GemmArguments& args, const StagedCostModel& model = {}) {
-  const double a_rows = static_cast<double>(args.moe.rows) * (args.layout == GroupLayout::masked ? args.moe.num_groups : 1);
+  const double a_rows = static_cast<double>(staged_a_rows(args));
   const double b_rows = static_cast<double>(args.moe.num_groups) * args.moe.n;
   const double k = static_cast<double>(args.moe.k);
   double rows = a_rows;
@@ -316,7 +322,6 @@ bool staged_pays(const GemmArguments& args, const StagedCostModel& model = {}) {
   else if (args.expected_m > 0)
     rows = static_cast<double>(args.expected_m) * args.moe.num_groups;
   const double flops = 2.0 * rows * args.moe.n * k;
-  const auto code_bytes = [](const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; };
   const double read = (a_rows * code_bytes(args.a_type) + b_rows * code_bytes(args.b_type)) * k;
   const double unstaged = std::max(flops / model.default_flops_per_s, read / model.hbm_bytes_per_s);
   const double staged = (read + 2.0 * (a_rows + b_rows) * k) / model.staging_bytes_per_s + flops / model.staged_flops_per_s;
@@ -330,9 +335,17 @@ bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
          staged_pays(args);
 }
 
-// stage_tokens: the register-operand kernel, where it runs, reads tokens staged as bf16 (tokens_stageable,
-// and the workspace holds them).
-Plan choose_plan(const GemmArguments& args, const RunOptions& options, bool stage_tokens = false) {
+// The register-operand kernel of `plan` reading its tokens staged as bf16 (kernel_traits_swapped.cuh).
+void read_staged_tokens(Plan* plan) {
+  plan->kernel.a_scales = ScaleGranularity::staged;
+  plan->kernel.a_packed = false;
+  plan->reason += ", tokens staged as bf16 in their K order";
+  plan->stages = swapped_stages(plan->kernel);
+}
+
+// The plan before the workspace is known: the register-operand kernel reads staged tokens only where kernel
+// path staged asks for them (plan_with_workspace adds the planner's own choice).
+Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   Plan plan;
   plan.kernel.scales = is_block128(args) ? ScaleGranularity::block128 : ScaleGranularity::mx32;
   plan.kernel.a = fp8_kind(args.a_type.element);
@@ -374,13 +387,9 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options, bool stag
       plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max, plan.kernel.b_scales);
     }
     plan.reason += "; FP4 weights in wgmma registers";
-    if (tokens_forced || (stage_tokens && tokens_stageable(args))) {
-      plan.kernel.a_scales = ScaleGranularity::staged;
-      plan.kernel.a_packed = false;
-      plan.reason += ", tokens staged as bf16 in their K order";
-    }
     plan.stages = swapped_stages(plan.kernel);
     plan.grid = sm_count();
+    if (tokens_forced) read_staged_tokens(&plan);
     return plan;
   }
   plan.stages = stages_of(plan.kernel);
@@ -659,10 +668,14 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
   return staged_tokens(args, workspace_layout(group_count(args)).total).end;
 }
 
-// The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path).
+// The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path): the
+// register-operand kernel reads staged tokens where they pay and the workspace holds them.
 Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
-  const std::size_t tokens = staged_tokens_workspace(args, options);
-  return choose_plan(args, options, tokens != 0 && workspace_bytes >= tokens);
+  Plan plan = choose_plan(args, options);
+  if (plan.kernel.swapped && plan.kernel.a_scales != ScaleGranularity::staged && tokens_stageable(args) &&
+      workspace_bytes >= staged_tokens(args, workspace_layout(group_count(args)).total).end)
+    read_staged_tokens(&plan);
+  return plan;
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// Instantiations of the FP8 kernel for staged operands (mxfp8, mxfp4, nvfp4): bf16 operands with their scales folded in
-// (stage_bf16.cu), BF16 wgmma, no scale loaders and no promotion (KernelPath::staged).
+// Instantiations of the FP8 kernel for staged operands (mxfp8, mxfp4, nvfp4): bf16 operands with their
+// scales folded in (stage_bf16.cu), BF16 wgmma, no scale loaders and no promotion (KernelPath::staged).
 #include "src/cuda/sm90/kernel_fp8.cuh"
 #include "src/cuda/sm90/launch.hpp"
 

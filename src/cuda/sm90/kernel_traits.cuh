@@ -52,9 +52,9 @@ struct Fp8KernelTraits {
   static constexpr bool kBPacked = BPacked;
   static constexpr bool kAnyPacked = APacked || BPacked;
   static constexpr ScaleGranularity kScales = Scales;
-  // Staged operands (stage_bf16.cu: mxfp8, mxfp4, nvfp4): A and B arrive as bf16 with their scales folded in, a stage's 128-byte
-  // rows hold 64 of K, BF16 wgmma accumulate the whole K in the result registers, and the scale loaders
-  // have nothing to do.
+  // Staged operands (stage_bf16.cu: mxfp8, mxfp4, nvfp4): A and B arrive as bf16 with their scales folded
+  // in, a stage's 128-byte rows hold 64 of K, BF16 wgmma accumulate the whole K in the result registers,
+  // and the scale loaders have nothing to do.
   static constexpr bool kStaged = Scales == ScaleGranularity::staged;
   static_assert(!kStaged || !(APacked || BPacked));
   static constexpr int kElementBytes = kStaged ? 2 : 1;

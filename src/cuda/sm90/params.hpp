@@ -17,7 +17,7 @@ enum class ScaleGranularity : std::uint8_t {
   block128,  // fp8-block128: one scale per 128 of K (A per row, B per 128 columns)
   mx32,      // mxfp8, mxfp4: one scale per 32 of K, per row of A and per column of B
   nv16,      // nvfp4: one scale per 16 of K, per row of A and per column of B
-  staged,    // none in the kernel: mxfp8 operands staged as bf16 with their scales folded in (stage_bf16.cu)
+  staged,    // none in the kernel: operands staged as bf16 with their scales folded in (stage_bf16.cu)
 };
 
 // Scales per row (or column) of an operand in one 128-deep stage.

@@ -157,8 +157,6 @@ struct ScaleRows {
     }
   }
 
-  // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here); pitch: the floats
-  // between steps in dst (a part of a longer row of scales).
   // The stages col0 / kSteps .. + stages - 1 (stages <= Chunk) into v[0 .. stages - 1]: one 8- or 16-byte
   // load per row for a whole chunk of the linear layout inside K, else stage by stage as load() does.
   template <int Chunk>
@@ -193,6 +191,8 @@ struct ScaleRows {
       if (s < stages) load(col0 + static_cast<std::int64_t>(s) * kSteps, v[s]);
   }
 
+  // factor multiplies every stored scale (fp8-block128 folds B's scale into A's here); pitch: the floats
+  // between steps in dst (a part of a longer row of scales).
   __device__ __forceinline__ void store(float* dst, int lane, float factor = 1.0f, int pitch = Rows) const {
     store(loaded, dst, lane, factor, pitch);
   }

@@ -81,7 +81,10 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
   const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
   if (row_in_cta >= rows_per_cta) return;
   const bool e5m2 = op.element == DataType::e5m2;
-  // A chunk lies inside one scale block: 32 elements (ue8m0, four chunks) or 16 (nvfp4's ue4m3, two).
+  // A chunk lies inside one scale block: 32 elements (ue8m0, four chunks) or 16 (nvfp4's ue4m3, two). In
+  // the weights' order chunks_per_row counts whole 64-deep slices, so scale_cols may exceed the scales'
+  // columns by one or two; only the blocked layout reads it, padded to 4 columns, where both come out the
+  // same (4 ceil(K / 128) for ue8m0, 4 ceil(K / 64) for ue4m3).
   const int scale_shift = op.nv16 ? 1 : 2;
   const std::int64_t scale_cols = (chunks_per_row + (1 << scale_shift) - 1) >> scale_shift;
   const std::int64_t total_rows = op.batches * op.rows;
