@@ -899,7 +899,8 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& requested
        std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
        " stages, 1 TMA warp + " +
        (plan.kernel.scales == ScaleGranularity::staged ? "no scale loaders" : "3 scale-loader warps") +
-       " + 2 consumer warpgroups, " + std::to_string(plan.grid) +
+       " + " + std::to_string(plan.kernel.swapped ? swapped_consumers(plan.kernel) : 2) + " consumer warpgroups, " +
+       std::to_string(plan.grid) +
        " persistent CTAs, cluster 1x1, descriptions on the " +
        (args.descriptions == MemoryLocation::device ? "device (records made by the prepare kernel)"
                                                     : "host (records made on the host, no prepare kernel)");

@@ -136,8 +136,8 @@ __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
   if (p.d_map_ready) ptx::prefetch_tensormap(&p.d_map);
 }
 
-// The roles of the 384 threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales
-// (loader index 0-2), warpgroups 1-2 consume (index 0-1); setmaxnreg moves registers to the consumers.
+// The roles of the threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales (loader
+// index 0-2), warpgroups 1.. consume (index 0..); setmaxnreg moves registers to the consumers.
 template <int ProducerRegisters, int ConsumerRegisters = kConsumerRegisters, class Tma, class Loader, class Consumer>
 __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&& consumer) {
   const int warp = threadIdx.x / 32;
@@ -154,7 +154,7 @@ __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&&
   }
 }
 
-// One persistent CTA per SM (`grid`), 384 threads, Traits::kSharedBytes of dynamic shared memory. Launched
+// One persistent CTA per SM (`grid`), Traits::kThreads threads, Traits::kSharedBytes of dynamic shared memory. Launched
 // with programmatic dependent launch: the CTAs start while the prepare kernel finishes and wait for its
 // records in griddepcontrol.wait, so the launch latency overlaps the prepare kernel.
 template <class Traits>
@@ -164,7 +164,7 @@ cudaError_t launch_persistent(void (*kernel)(KernelParams), const KernelParams& 
   if (e != cudaSuccess) return e;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(static_cast<unsigned>(grid));
-  config.blockDim = dim3(kKernelThreads);
+  config.blockDim = dim3(Traits::kThreads);
   config.dynamicSmemBytes = Traits::kSharedBytes;
   config.stream = stream;
   cudaLaunchAttribute attribute{};

@@ -121,7 +121,7 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
                                                    Consume&& consume) {
   const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
   if (threadIdx.x == 0) {
-    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, 2 * 4 /* consumer warps */);
+    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, Traits::kConsumers * 4 /* consumer warps */);
     if constexpr (!Traits::kTokensStaged) {
       for (int d = 0; d < kDecodedStages; ++d) {
         ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);

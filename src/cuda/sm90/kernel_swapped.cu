@@ -20,6 +20,16 @@ bool launch_swapped(const KernelChoice& choice, const KernelParams& params, int 
   return launch_first_match<Nvfp4, Mxfp4, Mx8Mx4, Mx8Nv4, StagedMx4, StagedNv4>(choice, params, grid, stream, result);
 }
 
+int swapped_consumers(const KernelChoice& choice) {
+  int consumers = 0;
+  const auto try_one = [&](auto combination) {
+    using C = decltype(combination);
+    if (consumers == 0 && C::matches(choice)) consumers = C::consumers(choice.block_m, choice.block_n);
+  };
+  (try_one(Nvfp4{}), try_one(Mxfp4{}), try_one(Mx8Mx4{}), try_one(Mx8Nv4{}), try_one(StagedMx4{}), try_one(StagedNv4{}));
+  return consumers;
+}
+
 int swapped_stages(const KernelChoice& choice) {
   return stages_of_first_match<Nvfp4, Mxfp4, Mx8Mx4, Mx8Nv4, StagedMx4, StagedNv4>(choice);
 }

@@ -41,14 +41,14 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
       const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);
       store_warpgroup_tile<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
-                                   static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer,
+                                   epilogue_barrier(consumer),
                                    /*transposed=*/true);
     }
   }
 }
 
 template <class Traits>
-__global__ void __launch_bounds__(kKernelThreads, 1) grouped_swapped_kernel(const __grid_constant__ KernelParams p) {
+__global__ void __launch_bounds__(Traits::kThreads, 1) grouped_swapped_kernel(const __grid_constant__ KernelParams p) {
   using Storage = typename Traits::SharedStorage;
   extern __shared__ std::uint8_t shared_raw[];
   auto& ss = align_shared_storage<Storage>(shared_raw);
@@ -66,16 +66,25 @@ __global__ void __launch_bounds__(kKernelThreads, 1) grouped_swapped_kernel(cons
 // The instantiations of one operand combination, by tile (tokens x weights: 32 x 256, 64 x 256, 32 x 384).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales>
 struct SwappedCombination {
-  template <int Tokens, int Slabs = 2>
-  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs>;
+  template <int Tokens, int Slabs, int Consumers>
+  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs, Consumers>;
+  // Staged tokens leave the consumers the weights' decode alone: four warpgroups of one slab (three of two
+  // for the 384-weight tile), twice the warps per scheduler to hide its latency.
+  static constexpr bool kStaged = AScales == ScaleGranularity::staged;
 
   // f(traits) with the instantiation of tile block_m x block_n (a value of its traits type); false when
   // there is none.
   template <class F>
   static bool with_tile(int block_m, int block_n, F&& f) {
-    if (block_m == 32 && block_n == 256) return f(Traits<32>{}), true;
-    if (block_m == 64 && block_n == 256) return f(Traits<64>{}), true;
-    if (block_m == 32 && block_n == 384) return f(Traits<32, 3>{}), true;
+    if constexpr (kStaged) {
+      if (block_m == 32 && block_n == 256) return f(Traits<32, 1, 4>{}), true;
+      if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
+      if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
+    } else {
+      if (block_m == 32 && block_n == 256) return f(Traits<32, 2, 2>{}), true;
+      if (block_m == 64 && block_n == 256) return f(Traits<64, 2, 2>{}), true;
+      if (block_m == 32 && block_n == 384) return f(Traits<32, 3, 2>{}), true;
+    }
     return false;
   }
   static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
@@ -85,6 +94,11 @@ struct SwappedCombination {
       e = launch_persistent<T>(grouped_swapped_kernel<T>, params, grid, stream);
     });
     return e;
+  }
+  static int consumers(int block_m, int block_n) {
+    int consumers = 0;
+    with_tile(block_m, block_n, [&](auto traits) { consumers = decltype(traits)::kConsumers; });
+    return consumers;
   }
   static int stages(int block_m, int block_n) {
     int stages = 0;

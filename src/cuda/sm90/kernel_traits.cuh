@@ -36,7 +36,18 @@ enum class NamedBarrier : std::uint32_t {
   epilogue_consumer1 = 2,
   issue_turn_consumer0 = 3,
   issue_turn_consumer1 = 4,
+  epilogue_consumer2 = 5,  // the register-operand kernel's third and fourth consumers (kernel_traits_swapped.cuh)
+  epilogue_consumer3 = 6,
 };
+
+// The named barrier of consumer warpgroup `consumer`'s epilogue.
+__host__ __device__ constexpr std::uint32_t epilogue_barrier(int consumer) {
+  return static_cast<std::uint32_t>(consumer < 2 ? NamedBarrier::epilogue_consumer0 : NamedBarrier::epilogue_consumer2) +
+         static_cast<std::uint32_t>(consumer % 2);
+}
+
+// Registers per thread at launch for a CTA of `threads`: 65536 / threads rounded down to a multiple of 8.
+constexpr int launch_registers(int threads) { return 65536 / threads / 8 * 8; }
 
 // APacked / BPacked: the operand is stored as e2m1 (FP4, two per byte). TMA copies its packed tile into
 // a raw buffer and the scale loaders widen it to e4m3 in the stage (src/core/fp4_to_fp8.hpp), which the
@@ -70,6 +81,8 @@ struct Fp8KernelTraits {
   static constexpr bool kWideAccumulators = kWarpgroupN > 128 && !kStaged;
   static_assert(!kWideAccumulators || (Scales == ScaleGranularity::block128 && !kAnyPacked && kWarpgroupN == 192),
                 "more than 128 columns per consumer warpgroup only for fp8-block128's 128 x 192 tile");
+  static constexpr int kConsumers = 2;  // consumer warpgroups (the CTA's threads: kKernelThreads)
+  static constexpr int kThreads = kKernelThreads;
   static constexpr int kConsumerRegs = kWideAccumulators ? kWideConsumerRegisters : kConsumerRegisters;
   // Widening FP4 tiles next to the scale gathers needs the producer warpgroup's whole share.
   static constexpr int kProducerRegisters = kWideAccumulators ? kWideProducerRegisters : kAnyPacked ? 120 : 112;

@@ -23,8 +23,8 @@ inline constexpr int kDecodedStages = 2;
 // tiles, the epilogue's staging and the decoded tiles' barriers, at most 8. Both decoding kernels
 // (this one and kernel_traits_swapped.cuh) lay out their shared memory this way.
 constexpr int raw_stages_that_fit(std::size_t raw_stage_bytes, std::size_t stage_scale_bytes,
-                                  std::size_t decoded_stage_bytes) {
-  const std::size_t fixed = decoded_stage_bytes * kDecodedStages + sizeof(float) * 2 * 64 * kEpiloguePitch +
+                                  std::size_t decoded_stage_bytes, int consumers = 2) {
+  const std::size_t fixed = decoded_stage_bytes * kDecodedStages + sizeof(float) * consumers * 64 * kEpiloguePitch +
                             1024 /* base alignment */ + 4 * sizeof(std::uint64_t) * kDecodedStages;
   const std::size_t per_stage = raw_stage_bytes + stage_scale_bytes + 2 * sizeof(std::uint64_t);
   const std::size_t fit = (kSharedMemoryLimit - fixed - 256) / per_stage;
@@ -55,6 +55,8 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
   static constexpr bool kTokensStaged = false;  // both operands arrive as stored (kernel_traits_swapped.cuh)
+  static constexpr int kConsumers = 2;          // consumer warpgroups (the CTA's threads: kKernelThreads)
+  static constexpr int kThreads = kKernelThreads;
   static constexpr int kConsumerRegs = kConsumerRegisters;
   // The scale loaders hold a chunk of stages' codes of A and B in flight (kScaleChunk): the producer
   // warpgroup's whole share.

@@ -33,26 +33,37 @@
 namespace bsgemm::cuda {
 
 // APacked / AScales: the tokens (e2m1, or e4m3/e5m2 chosen at run time); BScales: the FP4 weights'.
-template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2>
+// Consumers: consumer warpgroups, two, or with staged tokens three or four, whose extra warps hide the
+// latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60).
+template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2>
 struct SwappedKernelTraits {
   static_assert(Tokens == 32 || Tokens == 64, "the epilogue writes 32 columns at a time");
-  static_assert(Slabs == 2 || (Slabs == 3 && Tokens == 32), "two fragment sets and the accumulators fit 192 registers");
+  static_assert((Consumers == 2 && (Slabs == 2 || (Slabs == 3 && Tokens == 32))) || (Consumers == 3 && Slabs == 2 && Tokens == 32) ||
+                    (Consumers == 4 && Slabs == 1),
+                "two fragment sets and the accumulators fit the consumers' registers");
   static_assert(AScales != ScaleGranularity::block128 && BScales != ScaleGranularity::block128,
                 "scales are folded into the decoded values");
   static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged;
   static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
+  static_assert(Consumers == 2 || kTokensStaged, "the token decode is split between two warpgroups");
+  static constexpr int kConsumers = Consumers;
+  static constexpr int kThreads = (1 + Consumers) * kThreadsPerWarpgroup;
   static constexpr bool kAPacked = APacked;
   static constexpr bool kBPacked = true;
   static constexpr ScaleGranularity kAScales = AScales;
   static constexpr ScaleGranularity kBScales = BScales;
   // The scale loaders hold a chunk of stages' codes (kernel_decode.cuh): 16 more registers than the
   // decoding kernel's producers, taken from the consumers, which need no more than 184 here.
-  static constexpr int kConsumerRegs = 184;
-  static constexpr int kProducerRegisters = 136;
-  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters);
+  // More consumers share the launch's registers (640 threads: 96 each at launch; 512: 128). ptxas without
+  // spills: four consumers of one slab at 96 with the producers at 96; three of two slabs at 128 each (the
+  // producers' loaders, B's scales of 384 rows, spill at 96).
+  static constexpr int kConsumerRegs = Consumers == 2 ? 184 : Consumers == 3 ? 128 : 96;
+  static constexpr int kProducerRegisters = Consumers == 2 ? 136 : Consumers == 3 ? 128 : 96;
+  static_assert(kThreadsPerWarpgroup * (kProducerRegisters + Consumers * kConsumerRegs) <=
+                kThreads * launch_registers(kThreads));
   static constexpr int kBlockM = Tokens;  // the tile's rows of D (tokens)
   static constexpr int kSlabs = Slabs;            // 64-row weight slabs per consumer warpgroup
-  static constexpr int kBlockN = 2 * 64 * Slabs;  // the tile's columns of D (weights)
+  static constexpr int kBlockN = Consumers * 64 * Slabs;  // the tile's columns of D (weights)
   static constexpr int kBLoads = tma_box_loads(kBlockN);
   // The epilogue's view of one slab: 64 rows (weights) x Tokens columns (tokens).
   static constexpr int kWarpgroupN = Tokens;
@@ -81,12 +92,13 @@ struct SwappedKernelTraits {
   };
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
   static constexpr int kStages =
-      raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage));
+      raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage), Consumers);
   static constexpr bool kFits = kStages >= 3;
   // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for the 384-weight tile, fewer where
   // the ring is short (scale_chunk_that_fits).
   static constexpr int kScaleChunk =
-      scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (Slabs == 3 ? 2 : 1), kStages);
+      Consumers > 2 ? 1 : scale_chunk_that_fits((BScales == ScaleGranularity::nv16 ? 2 : 4) / (Slabs == 3 ? 2 : 1), kStages);
+  // (More consumers: chunks of one stage, the producers' registers being fewer.)
   static_assert(kFits);
 
   struct DecodingStorage {
@@ -106,7 +118,7 @@ struct SwappedKernelTraits {
   struct StagedTokensStorage {
     RawStage raw[kStages];
     alignas(16) float sfb[kStages][kStepsB][kBlockN];
-    alignas(16) float epilogue[2][64][kEpiloguePitch];
+    alignas(16) float epilogue[Consumers][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];

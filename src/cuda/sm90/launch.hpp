@@ -139,6 +139,7 @@ bool launch_swapped(const KernelChoice& choice, const KernelParams& params, int 
                     cudaError_t* result);
 int decode_fp4_stages(const KernelChoice& choice);
 int swapped_stages(const KernelChoice& choice);
+int swapped_consumers(const KernelChoice& choice);  // consumer warpgroups of its instantiation
 int decode_mixed_stages(const KernelChoice& choice);
 
 // cudaFuncSetAttribute(MaxDynamicSharedMemorySize) for the kernel of instantiation Tag, once per device
