@@ -123,7 +123,8 @@ StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
 // Kernel path staged with a register-operand tile (32,256 or 32,384) asks for that kernel with its
 // tokens staged, whatever the bytes (the weights stay 4-bit).
 bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options) {
-  return options.path == KernelPath::staged && forcible_swapped_tile(options.tile_m, options.tile_n) &&
+  return options.path == KernelPath::staged &&
+         (forcible_swapped_tile(options.tile_m, options.tile_n) || staged_tokens_tile(options.tile_m, options.tile_n)) &&
          swapped_runs(args) && staged_runs(args);
 }
 
@@ -336,10 +337,16 @@ bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
 }
 
 // The register-operand kernel of `plan` reading its tokens staged as bf16 (kernel_traits_swapped.cuh).
-void read_staged_tokens(Plan* plan) {
+void read_staged_tokens(Plan* plan, bool tile_chosen) {
   plan->kernel.a_scales = ScaleGranularity::staged;
   plan->kernel.a_packed = false;
   plan->reason += ", tokens staged as bf16 in their K order";
+  if (tile_chosen && plan->small_rows <= 16) {
+    // Groups of at most 16 rows: wgmma's N at 16 halves the tensor work and the tokens' bytes of 32.
+    plan->kernel.block_m = 16;
+    plan->kernel.block_n = 256;
+    plan->reason += ", 16 tokens a tile";
+  }
   plan->stages = swapped_stages(plan->kernel);
 }
 
@@ -355,8 +362,8 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
   plan.kernel.decode = use_bf16_path(args, options);
   plan.kernel.a_scales = granularity_of(args.a_type.recipe);
   plan.kernel.b_scales = granularity_of(args.b_type.recipe);
-  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n);
   const bool tokens_forced = tokens_staged_by_name(args, options);
+  const bool forced_swap = forcible_swapped_tile(options.tile_m, options.tile_n) || tokens_forced;
   const bool staged = options.path == KernelPath::staged && !tokens_forced;
   if (staged) {
     // The GEMM kernel sees the bf16 copies: no packed operands, no scales.
@@ -389,7 +396,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     plan.reason += "; FP4 weights in wgmma registers";
     plan.stages = swapped_stages(plan.kernel);
     plan.grid = sm_count();
-    if (tokens_forced) read_staged_tokens(&plan);
+    if (tokens_forced) read_staged_tokens(&plan, false);
     return plan;
   }
   plan.stages = stages_of(plan.kernel);
@@ -586,8 +593,13 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    const bool swap = forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args);
+    const bool tokens_tile = staged_tokens_tile(options.tile_m, options.tile_n) && swapped_runs(args);
+    const bool swap = (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) || tokens_tile;
     const std::string tile = std::to_string(options.tile_m) + "," + std::to_string(options.tile_n);
+    if (tokens_tile && !tokens_staged_by_name(args, options))
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile " + tile + " is the register-operand kernel's with staged tokens: use --kernel-path staged "
+                           "(the MoE forms, A's scales linear or mn-major in the contiguous form), or another tile");
     if (swap && options.path == KernelPath::fp8)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is the register-operand kernel's (FP4 weights decoded to bf16), which kernel "
@@ -605,7 +617,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
                                " (and 128,192 for fp8-block128, 128,256 for kernel path staged, 32,256 or 32,384 for FP4 "
-                               "weights with mxfp8 or same-recipe tokens)");
+                               "weights with mxfp8 or same-recipe tokens, 16,256 for those with kernel path staged)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
@@ -674,7 +686,7 @@ Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, s
   Plan plan = choose_plan(args, options);
   if (plan.kernel.swapped && plan.kernel.a_scales != ScaleGranularity::staged && tokens_stageable(args) &&
       workspace_bytes >= staged_tokens(args, workspace_layout(group_count(args)).total).end)
-    read_staged_tokens(&plan);
+    read_staged_tokens(&plan, options.tile_m == 0 && options.tile_n == 0);
   return plan;
 }
 

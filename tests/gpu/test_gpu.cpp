@@ -183,6 +183,8 @@ TEST(PlannerRules, RegisterOperandTileWidth) {
   EXPECT_TRUE(cuda::forcible_swapped_tile(32, 256));
   EXPECT_FALSE(cuda::forcible_swapped_tile(64, 256));
   EXPECT_FALSE(cuda::swapped_tile(64, 384));
+  EXPECT_TRUE(cuda::staged_tokens_tile(16, 256));
+  EXPECT_FALSE(cuda::forcible_swapped_tile(16, 256));  // staged tokens only
   EXPECT_EQ(cuda::tma_box_loads(384), 2);
   EXPECT_EQ(cuda::tma_box_loads(256), 1);
 }
@@ -371,6 +373,17 @@ TEST(PlannerRules, StagedTokens) {
   GemmArguments ptr = args_for(Recipe::nvfp4, GroupLayout::pointer_array, 0, 0, 0, 0);
   ptr.num_groups = 4;
   expect_tokens(ptr, automatic, 0);
+  // Groups of at most 16 rows with staged tokens: the 16-token tile; more rows or no staging: 32 or 64.
+  const GemmArguments sixteen = args_for(Recipe::nvfp4, GroupLayout::masked, 16, 8, 4096, 330);
+  EXPECT_NE(describe_plan(sixteen, automatic).find("tile 16x256"), std::string::npos) << describe_plan(sixteen, automatic);
+  const GemmArguments seventeen = args_for(Recipe::nvfp4, GroupLayout::masked, 17, 8, 4096, 330);
+  EXPECT_NE(describe_plan(seventeen, automatic).find("tile 32x256"), std::string::npos) << describe_plan(seventeen, automatic);
+  RunOptions forced16 = forced;
+  forced16.tile_m = 16;
+  forced16.tile_n = 256;
+  GemmArguments capacity = args_for(Recipe::nvfp4, GroupLayout::masked, 1024, 8, 4096, 330);
+  capacity.expected_m = 16;
+  expect_tokens(capacity, forced16, 8 * 1024 * 384 * 2);
 }
 
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
@@ -801,17 +814,29 @@ std::vector<std::size_t> register_operand_variants() {
 class GpuStagedTokens : public GpuVariantTest {};
 
 // The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
-// staged with a register-operand tile): both tiles, both MoE forms, every output type, ragged N (264 against
-// 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage, past a stage), empty
-// and one-row groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked
-// is refused before anything runs.
+// staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
+// ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
+// past a stage), empty and one-row groups, 256 groups, both ends of the scale range. The contiguous form with
+// A's scales blocked, and the 16-token tile without staged tokens, are refused before anything runs.
 TEST_P(GpuStagedTokens, EveryShape) {
   SKIP_WITHOUT_GPU();
   RecipeVariant v = variant();
   v.path = KernelPath::staged;
   const bool blocked_a = v.a.scale_layout == ScaleLayout::blocked_128x4;
   std::uint64_t seed = seed_base(1200000);
-  for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{32, 256}, {32, 384}}) {
+  {
+    // The 16-token tile is built for staged tokens only: forced without kernel path staged, it is refused.
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(make_spec(v, GroupLayout::masked, DataType::bf16, moe_groups({16}, 256, 128), ++seed), &host).ok());
+    RunOptions unstaged;
+    unstaged.backend = Backend::cuda;
+    unstaged.tile_m = 16;
+    unstaged.tile_n = 256;
+    const Status st = can_implement(host.args(), unstaged);
+    EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
+    EXPECT_EQ(st.field, "tile") << st.message;
+  }
+  for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{16, 256}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile_m;
     o.tile_n = tile_n;
@@ -884,6 +909,14 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     EXPECT_NE(plan.find("tile 64x256"), std::string::npos) << plan;
     run_and_check(v, s, MemoryLocation::host);
     run_and_check(v, s, MemoryLocation::device, {}, &records_only);
+    // At most 16 rows a group: the 16-token tile.
+    WorkloadSpec small = make_spec(v, layout, DataType::f16, moe_groups({16, 9, 1, 0, 16, 3}, 4096, 200), ++seed);
+    if (layout == GroupLayout::masked) small.moe_rows = 16;
+    HostWorkload small_host;
+    ASSERT_TRUE(HostWorkload::create(small, &small_host).ok());
+    const std::string small_plan = describe_plan(small_host.args(), automatic);
+    EXPECT_NE(small_plan.find("tile 16x256"), std::string::npos) << small_plan;
+    run_and_check(v, small, MemoryLocation::device);
   }
 }
 
@@ -1062,6 +1095,10 @@ TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
     tile.tile_n = 256;
     run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({33, 0, 7}, 264, 200), ++seed),
                   MemoryLocation::device, tile);
+    RunOptions tile16 = tile;
+    tile16.tile_m = 16;
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::f16, moe_groups({17, 0, 5}, 136, 200), ++seed),
+                  MemoryLocation::device, tile16);
     WorkloadSpec masked = make_spec(v, GroupLayout::masked, DataType::f32, moe_groups({5, 32}, 72, 160), ++seed);
     masked.moe_rows = 40;
     run_and_check(v, masked, MemoryLocation::host, tile);

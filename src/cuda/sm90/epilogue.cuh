@@ -162,29 +162,33 @@ __device__ __forceinline__ void write_warpgroup_tile(const TileOutput& o, std::i
   const int warp = t / 32, lane = t % 32;
   const int frag_row = warp * 16 + lane / 4;
   const int frag_col = 2 * (lane % 4);
+  // Columns per pass through the staging buffer: 32, or all of a 16-column warpgroup tile (the
+  // register-operand kernel's 16-token tile).
+  constexpr int kCols = Traits::kWarpgroupN < 32 ? Traits::kWarpgroupN : 32;
+  constexpr int kSegs = kCols / 8;  // runs of 8 columns per row
 
 #pragma unroll
-  for (int chunk = 0; chunk < Traits::kWarpgroupN / 32; ++chunk) {
-    // Registers -> shared memory: fragment column group j = 4 * chunk + jj holds columns 8j .. 8j+7.
+  for (int chunk = 0; chunk < Traits::kWarpgroupN / kCols; ++chunk) {
+    // Registers -> shared memory: fragment column group j = kSegs * chunk + jj holds columns 8j .. 8j+7.
 #pragma unroll
-    for (int jj = 0; jj < 4; ++jj) {
-      const int i = 4 * (4 * chunk + jj);
+    for (int jj = 0; jj < kSegs; ++jj) {
+      const int i = 4 * (kSegs * chunk + jj);
       *reinterpret_cast<float2*>(&stage[frag_row * kEpiloguePitch + 8 * jj + frag_col]) = make_float2(acc[i], acc[i + 1]);
       *reinterpret_cast<float2*>(&stage[(frag_row + 8) * kEpiloguePitch + 8 * jj + frag_col]) =
           make_float2(acc[i + 2], acc[i + 3]);
     }
     ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
 
-    // Shared memory -> global: 64 rows x 32 columns = 256 runs of 8, two per thread.
+    // Shared memory -> global: 64 rows x kCols columns = 8 kCols runs of 8, kCols / 16 per thread.
 #pragma unroll
-    for (int it = 0; it < 2; ++it) {
+    for (int it = 0; it < kCols / 16; ++it) {
       float v[8], cv[8];
       std::int64_t m, n, index, ld_c_index;
       int valid;
       if constexpr (NMajor) {
-        const int r = t / 4 + 32 * it, seg = t % 4;
+        const int r = t / kSegs + (kThreadsPerWarpgroup / kSegs) * it, seg = t % kSegs;
         m = row0 + r;
-        n = col0 + 32 * chunk + 8 * seg;
+        n = col0 + kCols * chunk + 8 * seg;
         if (m >= m_extent || n >= n_extent) continue;
         const float4 lo = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg]);
         const float4 hi = *reinterpret_cast<const float4*>(&stage[r * kEpiloguePitch + 8 * seg + 4]);
@@ -193,8 +197,8 @@ __device__ __forceinline__ void write_warpgroup_tile(const TileOutput& o, std::i
         index = m * o.ldd + n;
         ld_c_index = m * o.ldc + n;
       } else {
-        const int col = t % 32, rseg = t / 32 + 4 * it;
-        n = col0 + 32 * chunk + col;
+        const int col = t % kCols, rseg = t / kCols + (kThreadsPerWarpgroup / kCols) * it;
+        n = col0 + kCols * chunk + col;
         m = row0 + 8 * rseg;
         if (m >= m_extent || n >= n_extent) continue;
 #pragma unroll

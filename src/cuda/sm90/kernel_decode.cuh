@@ -59,7 +59,8 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
   constexpr int kChunk = Traits::kScaleChunk;
-  using RowsA = ScaleRows<Traits::kBlockM, Traits::kAScales>;
+  // Staged tokens load no A scales (a and a_values go unused): any row count ScaleRows takes.
+  using RowsA = ScaleRows<Traits::kTokensStaged ? 32 : Traits::kBlockM, Traits::kAScales>;
   using RowsB = ScaleRows<Traits::kBlockN, Traits::kBScales>;
   RowsA a;
   RowsB b;

@@ -77,6 +77,7 @@ struct SwappedCombination {
   template <class F>
   static bool with_tile(int block_m, int block_n, F&& f) {
     if constexpr (kStaged) {
+      if (block_m == 16 && block_n == 256) return f(Traits<16, 1, 4>{}), true;
       if (block_m == 32 && block_n == 256) return f(Traits<32, 1, 4>{}), true;
       if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
       if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;

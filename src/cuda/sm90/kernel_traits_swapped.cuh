@@ -37,7 +37,7 @@ namespace bsgemm::cuda {
 // latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2>
 struct SwappedKernelTraits {
-  static_assert(Tokens == 32 || Tokens == 64, "the epilogue writes 32 columns at a time");
+  static_assert(Tokens == 16 || Tokens == 32 || Tokens == 64, "wgmma's N, and the epilogue's columns per pass");
   static_assert((Consumers == 2 && (Slabs == 2 || (Slabs == 3 && Tokens == 32))) || (Consumers == 3 && Slabs == 2 && Tokens == 32) ||
                     (Consumers == 4 && Slabs == 1),
                 "two fragment sets and the accumulators fit the consumers' registers");
@@ -46,6 +46,7 @@ struct SwappedKernelTraits {
   static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged;
   static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
   static_assert(Consumers == 2 || kTokensStaged, "the token decode is split between two warpgroups");
+  static_assert(Tokens != 16 || kTokensStaged, "16 token rows are too few for the token decode's split");
   static constexpr int kConsumers = Consumers;
   static constexpr int kThreads = (1 + Consumers) * kThreadsPerWarpgroup;
   static constexpr bool kAPacked = APacked;
@@ -78,7 +79,7 @@ struct SwappedKernelTraits {
   static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(Tokens * kRowBytesA + kBlockN * kRowBytesB);
   // Token decoding: 16-byte chunks of 8 bf16, eight per 64-deep row, one or two per consumer thread.
   static constexpr int kTokenChunks = Tokens * (kDecodedK / 8);
-  static_assert(kTokenChunks % (2 * kThreadsPerWarpgroup) == 0);
+  static_assert(kTokensStaged || kTokenChunks % (2 * kThreadsPerWarpgroup) == 0);
 
   // Staged tokens: half h of a stage's tokens (K 64 h .. 64 h + 63, Tokens rows of 128 bytes) at
   // a + h * kTokenHalfBytes, 1024-byte aligned for the swizzle.

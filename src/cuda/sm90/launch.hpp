@@ -72,6 +72,9 @@ inline bool swapped_tile(int block_m, int block_n) {
   return (block_m == 32 && (block_n == 256 || block_n == 384)) || (block_m == 64 && block_n == 256);
 }
 inline bool forcible_swapped_tile(int block_m, int block_n) { return block_m == 32 && swapped_tile(block_m, block_n); }
+// Its 16-token tile, built for staged tokens only (four consumer warpgroups of one 64-weight slab): the
+// planner's choice for groups of at most 16 rows, or kernel path staged with --mma-tiler-mn 16,256.
+inline bool staged_tokens_tile(int block_m, int block_n) { return block_m == 16 && block_n == 256; }
 
 // The register-operand kernel's weights per tile for `tokens` per tile, groups of up to n_max weights
 // (D's columns) and the weights' scale granularity: three slabs per consumer warpgroup (384) where the
