@@ -57,7 +57,8 @@ struct SwappedKernelTraits {
   // decoding kernel's producers, taken from the consumers, which need no more than 184 here.
   // More consumers share the launch's registers (640 threads: 96 each at launch; 512: 128). ptxas without
   // spills: four consumers of one slab at 96 with the producers at 96; three of two slabs at 128 each (the
-  // producers' loaders, B's scales of 384 rows, spill at 96).
+  // producers' loaders, B's scales of 384 rows, spill at 96). setmaxnreg to the launch's own count (PTX asks
+  // only for 24-256 in steps of 8) keeps ptxas's per-role allocation: without it these spill 200-600 bytes.
   static constexpr int kConsumerRegs = Consumers == 2 ? 184 : Consumers == 3 ? 128 : 96;
   static constexpr int kProducerRegisters = Consumers == 2 ? 136 : Consumers == 3 ? 128 : 96;
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + Consumers * kConsumerRegs) <=
