@@ -151,6 +151,43 @@ TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
       }
 }
 
+// The register-operand kernel's weight decode with nv16 scales: every code in every position gives its value
+// times 2^-126 (subnormal for 0.5), and one bf16 multiply by the scale lifted by 2^119 gives the exact scaled
+// value times 2^-7 (the accumulators take the 2^7 back) for every finite ue4m3 scale: the product of a
+// 2-bit and a 4-bit significand between 2^-17 and 21, a normal bf16, and the lifted scale below bf16's
+// largest value.
+TEST(Formats, E2m1PairsConvertToTinyBf16Exactly) {
+  for (std::uint32_t code = 0; code < 16; ++code)
+    for (int position = 0; position < 8; ++position)
+      for (std::uint32_t rest = 0; rest < 16; ++rest) {
+        std::uint32_t codes = 0;
+        for (int i = 0; i < 8; ++i) codes |= (i == position ? code : (rest + 5 * i) & 0xFu) << (4 * i);
+        std::uint32_t words[4];
+        core::e2m1x8_to_tiny_bf16_pairs(codes, words);
+        for (int i = 0; i < 8; ++i) {
+          const std::uint32_t nibble = (codes >> (4 * i)) & 0xFu;
+          const auto bits = static_cast<std::uint16_t>(words[i % 4] >> (16 * (i / 4)));
+          ASSERT_TRUE(same_value(std::ldexp(expected_bf16(bits), core::kTinyBf16Exponent), expected_e2m1(nibble)))
+              << "codes " << codes << " element " << i;
+        }
+      }
+  const double largest_bf16 = std::ldexp(255.0, 127 - 7);
+  for (std::uint32_t s = 0; s < 0x7Fu; ++s) {
+    const double lifted = std::ldexp(expected_ue4m3(s), core::kTinyBf16Exponent - 7);
+    ASSERT_LE(lifted, largest_bf16) << "scale code " << s;
+    for (std::uint32_t code = 0; code < 8; ++code) {
+      const double tiny = std::ldexp(expected_e2m1(code), -core::kTinyBf16Exponent);
+      const double product = tiny * lifted;  // exact in double
+      ASSERT_EQ(product, std::ldexp(expected_e2m1(code) * expected_ue4m3(s), -7));
+      if (product == 0) continue;
+      int exponent = 0;
+      const double significand = std::frexp(product, &exponent);
+      ASSERT_GE(exponent - 1, -126) << "a normal bf16: scale code " << s << ", e2m1 code " << code;
+      ASSERT_EQ(std::ldexp(significand, 8), std::floor(std::ldexp(significand, 8))) << "8 significant bits";
+    }
+  }
+}
+
 // The staged path's chunk arithmetic (src/core/stage_bf16.hpp): element e of an 8-element chunk lands in
 // half e % 2 of pairs[e / 2], FP4 goes through its e4m3 widening, and each bf16 equals the exact product
 // (checked in double) wherever that product is a normal bf16: FP8 and FP4 values against ue8m0 scales

@@ -36,7 +36,8 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
     else mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
     // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
     const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
-    const TileOutput output = tile_output(p, g, c.l);
+    TileOutput output = tile_output(p, g, c.l);
+    output.alpha *= SwappedMainloop<Traits>::kAccumulatorScale;  // the weights' 2^-kWeightExponent back
 #pragma unroll
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
       const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);

@@ -59,6 +59,15 @@ struct SwappedMainloop {
   __device__ int slab_row0(int slab) const { return (consumer * kSlabs + slab) * 64; }
   __device__ int weight_row(int slab, int upper) const { return slab_row0(slab) + warp * 16 + g + 8 * upper; }
 
+  // The weights reach wgmma as their values times 2^-kWeightExponent: the codes as e2m1 x 2^-126
+  // (core::e2m1x8_to_tiny_bf16_pairs), then one multiply by an nv16 scale lifted by 2^119, exact for every
+  // ue4m3 scale (tests/cpu/test_formats.cpp); the epilogue's alpha takes the 2^7 back (exact, a power of
+  // two). mx32 scales span 2^-127 .. 2^127, too wide for one lifted multiply: 2^126, then the scale.
+  static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 0;
+  static constexpr float kAccumulatorScale = static_cast<float>(1 << kWeightExponent);
+  static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
+  static_assert(core::kTinyBf16Exponent == 126, "kNv16Lift and the mx32 multiply by 2^126");
+
   // This thread's weights of half `half` of raw stage s: stored positions 64 half + 16 q .. + 15 of each
   // of its rows, one 8-byte load each, decoded and scaled into fragments.
   __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int half, Fragments& frag) const {
@@ -80,10 +89,18 @@ struct SwappedMainloop {
         // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
         // (kernel_traits_swapped.cuh).
         std::uint32_t w[2][4];
-        core::e2m1x8_to_bf16_pairs(codes[slab][upper].x, w[0], selector_table);
-        core::e2m1x8_to_bf16_pairs(codes[slab][upper].y, w[1], selector_table);
-        scale_bf16x2(w[0], scale[slab][upper]);
-        scale_bf16x2(w[1], scale[slab][upper]);
+        core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].x, w[0]);
+        core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].y, w[1]);
+        if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
+          const float lifted = scale[slab][upper] * kNv16Lift;
+          scale_bf16x2(w[0], lifted);
+          scale_bf16x2(w[1], lifted);
+        } else {
+          scale_bf16x2(w[0], 0x1p126f);
+          scale_bf16x2(w[1], 0x1p126f);
+          scale_bf16x2(w[0], scale[slab][upper]);
+          scale_bf16x2(w[1], scale[slab][upper]);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h)
 #pragma unroll
