@@ -1,4 +1,5 @@
-// e2m1 -> e4m3 (eight at a time) and e2m1 -> bf16 (eight at a time, as pairs four apart), exactly.
+// e2m1 -> e4m3 (eight at a time) and e2m1 -> bf16 (eight at a time, as pairs four apart, as such or times
+// 2^-126), exactly.
 //
 // e2m1 -> e4m3, eight at a time, exactly (design.md section 4): every e2m1 value (+-{0, 0.5, 1, 1.5, 2,
 // 3, 4, 6}) is an e4m3 value, so Hopper's FP8 tensor cores can multiply FP4 data once it is widened on

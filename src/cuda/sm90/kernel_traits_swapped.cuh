@@ -4,8 +4,9 @@
 // It computes D^T = W X^T: the weights W (B, 256 or 384 rows per tile) are wgmma's A operand, decoded from
 // the packed tile straight into each thread's fragment registers; the tokens X (A, Tokens rows per tile)
 // are decoded once per CTA into a small bf16 tile in shared memory, wgmma's B operand. Each consumer
-// warpgroup owns 64 x Slabs weight rows as 64-row slabs: two (256-weight tiles), or three at 32 tokens
-// (384-weight tiles, whose per-stage waits, token decode and addressing spread over 1.5x the weights).
+// warpgroup owns 64 x Slabs weight rows as 64-row slabs: two of two warpgroups (256-weight tiles), or three
+// at 32 tokens (384-weight tiles, whose per-stage waits, token decode and addressing spread over 1.5x the
+// weights); with staged tokens one slab each of four warpgroups (two each of three for 384 weights).
 // Weight decoding thus costs no shared-memory round trip, and only the few token rows are written back
 // decoded.
 //

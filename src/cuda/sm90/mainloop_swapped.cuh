@@ -8,7 +8,9 @@
 // An iteration is one raw stage and ends with nothing in flight (ptxas serializes wgmma otherwise).
 //
 // With staged tokens (Traits::kTokensStaged) the wgmma read the tokens straight from the raw stage: the
-// consumers only decode weights, and the two warpgroups meet nowhere but at the raw stages' barriers.
+// consumers only decode weights, and the warpgroups meet nowhere but at the raw stages' barriers.
+// Weights are decoded by bit placement (core::e2m1x8_to_tiny_bf16_pairs, decode_weights), tokens through
+// the byte tables (core::e2m1x8_to_bf16_pairs), whose exact bf16 needs no accumulator scale.
 #pragma once
 
 #include <cstdint>
@@ -38,9 +40,9 @@ struct SwappedMainloop {
   int consumer, warp, g, q;
   int decoder;  // this thread's index among the 256 token decoders
   bool a_e5m2, release_lane;
-  // core::kBf16SelectorsLow, loaded from each lane's own copy in shared memory: a value ptxas cannot prove
-  // warp-uniform, so it stays in a register instead of a uniform register moved back before each of the
-  // two lookups per word of eight codes (~47 moves per stage otherwise).
+  // core::kBf16SelectorsLow (the token decode's table), loaded from each lane's own copy in shared memory:
+  // a value ptxas cannot prove warp-uniform, so it stays in a register instead of a uniform register moved
+  // back before each of the two lookups per word of eight codes (~47 moves per stage otherwise).
   std::uint32_t selector_table;
 
   __device__ SwappedMainloop(int consumer_index, const KernelParams& p, std::uint32_t selector_table_in_shared)
