@@ -133,22 +133,36 @@ TEST(Formats, E2m1WidensToE4m3Exactly) {
   }
 }
 
-// The decoding kernels turn FP4 into bf16 directly: every code in every position of the word, with the other
-// positions cycling through all codes, gives the bf16 of the same value.
-TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
+// Words of eight e2m1 codes with every code in every position and the other positions cycling through all
+// codes; `check(codes)` for each (ASSERTs inside it end the test at the first failure).
+template <class Check>
+void for_every_code_in_every_position(Check&& check) {
   for (std::uint32_t code = 0; code < 16; ++code)
     for (int position = 0; position < 8; ++position)
       for (std::uint32_t rest = 0; rest < 16; ++rest) {
         std::uint32_t codes = 0;
         for (int i = 0; i < 8; ++i) codes |= (i == position ? code : (rest + 3 * i) & 0xFu) << (4 * i);
-        std::uint32_t words[4];
-        core::e2m1x8_to_bf16_pairs(codes, words);
-        for (int i = 0; i < 8; ++i) {
-          const auto nibble = static_cast<std::uint8_t>((codes >> (4 * i)) & 0xFu);
-          const auto bits = static_cast<std::uint16_t>(words[i % 4] >> (16 * (i / 4)));
-          ASSERT_TRUE(same_value(decode_bf16(bits), decode_e2m1(nibble))) << "codes " << codes << " element " << i;
-        }
+        check(codes);
+        if (::testing::Test::HasFatalFailure()) return;
       }
+}
+
+// Element i of eight decoded in the pairs order: the low half of word i (i < 4), the high half of word i - 4.
+std::uint16_t pairs_element(const std::uint32_t (&words)[4], int i) {
+  return static_cast<std::uint16_t>(words[i % 4] >> (16 * (i / 4)));
+}
+
+// The decoding kernels turn FP4 into bf16 directly: every code in every position gives the bf16 of the
+// same value.
+TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
+  for_every_code_in_every_position([](std::uint32_t codes) {
+    std::uint32_t words[4];
+    core::e2m1x8_to_bf16_pairs(codes, words);
+    for (int i = 0; i < 8; ++i) {
+      const auto nibble = static_cast<std::uint8_t>((codes >> (4 * i)) & 0xFu);
+      ASSERT_TRUE(same_value(decode_bf16(pairs_element(words, i)), decode_e2m1(nibble))) << "codes " << codes << " element " << i;
+    }
+  });
 }
 
 // The register-operand kernel's weight decode with nv16 scales: every code in every position gives its value
@@ -157,20 +171,15 @@ TEST(Formats, E2m1PairsFourApartConvertToBf16Exactly) {
 // 2-bit and a 4-bit significand between 2^-17 and 21, a normal bf16, and the lifted scale below bf16's
 // largest value.
 TEST(Formats, E2m1PairsConvertToTinyBf16Exactly) {
-  for (std::uint32_t code = 0; code < 16; ++code)
-    for (int position = 0; position < 8; ++position)
-      for (std::uint32_t rest = 0; rest < 16; ++rest) {
-        std::uint32_t codes = 0;
-        for (int i = 0; i < 8; ++i) codes |= (i == position ? code : (rest + 5 * i) & 0xFu) << (4 * i);
-        std::uint32_t words[4];
-        core::e2m1x8_to_tiny_bf16_pairs(codes, words);
-        for (int i = 0; i < 8; ++i) {
-          const std::uint32_t nibble = (codes >> (4 * i)) & 0xFu;
-          const auto bits = static_cast<std::uint16_t>(words[i % 4] >> (16 * (i / 4)));
-          ASSERT_TRUE(same_value(std::ldexp(expected_bf16(bits), core::kTinyBf16Exponent), expected_e2m1(nibble)))
-              << "codes " << codes << " element " << i;
-        }
-      }
+  for_every_code_in_every_position([](std::uint32_t codes) {
+    std::uint32_t words[4];
+    core::e2m1x8_to_tiny_bf16_pairs(codes, words);
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t nibble = (codes >> (4 * i)) & 0xFu;
+      ASSERT_TRUE(same_value(std::ldexp(expected_bf16(pairs_element(words, i)), core::kTinyBf16Exponent), expected_e2m1(nibble)))
+          << "codes " << codes << " element " << i;
+    }
+  });
   const double largest_bf16 = std::ldexp(255.0, 127 - 7);
   for (std::uint32_t s = 0; s < 0x7Fu; ++s) {
     const double lifted = std::ldexp(expected_ue4m3(s), core::kTinyBf16Exponent - 7);
