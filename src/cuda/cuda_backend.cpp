@@ -120,7 +120,7 @@ StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   return t;
 }
 
-// Kernel path staged with a register-operand tile (32,256 or 32,384) asks for that kernel with its
+// Kernel path staged with a register-operand tile (16,256, 32,256 or 32,384) asks for that kernel with its
 // tokens staged, whatever the bytes (the weights stay 4-bit).
 bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options) {
   return options.path == KernelPath::staged &&

@@ -221,7 +221,7 @@ constexpr OptionSpec kRunOptions[] = {
     {"use-cold-l2", "", "cuda: rotate through copies of the inputs so that every timed run starts with a cold L2"},
     {"backend", "NAME", "auto (default: cuda when an sm_90 GPU is usable, else cpu), cpu or cuda"},
     {"descriptions", "WHERE", "cuda: group descriptions in host (default) or device memory"},
-    {"kernel-path", "PATH", "cuda: fp8 (FP8 wgmma + fp32 promotion), bf16 (FP4 decoded to bf16) or staged (A and B staged as bf16 in the workspace; with tile 32,256 or 32,384 the tokens alone); default auto"},
+    {"kernel-path", "PATH", "cuda: fp8 (FP8 wgmma + fp32 promotion), bf16 (FP4 decoded to bf16) or staged (A and B staged as bf16 in the workspace; with tile 16,256, 32,256 or 32,384 the tokens alone); default auto"},
     {"mma-tiler-mn", "M,N", "cuda: output tile per CTA (default: the planner's choice)"},
     {"cluster-shape-mn", "X,Y", "cuda: thread-block cluster shape (default 1,1)"},
     {"threads", "N", "CPU threads for quantizing, the CPU back end and checking (default 0: all)"},
