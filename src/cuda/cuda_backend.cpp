@@ -336,6 +336,9 @@ bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
          staged_pays(args);
 }
 
+// Whether the kernel of a choice is the register-operand one reading staged tokens.
+bool reads_staged_tokens(const KernelChoice& k) { return k.swapped && k.a_scales == ScaleGranularity::staged; }
+
 // The register-operand kernel of `plan` reading its tokens staged as bf16 (kernel_traits_swapped.cuh).
 void read_staged_tokens(Plan* plan, bool tile_chosen) {
   plan->kernel.a_scales = ScaleGranularity::staged;
@@ -684,7 +687,7 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
 // register-operand kernel reads staged tokens where they pay and the workspace holds them.
 Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
   Plan plan = choose_plan(args, options);
-  if (plan.kernel.swapped && plan.kernel.a_scales != ScaleGranularity::staged && tokens_stageable(args) &&
+  if (plan.kernel.swapped && !reads_staged_tokens(plan.kernel) && tokens_stageable(args) &&
       workspace_bytes >= staged_tokens(args, workspace_layout(group_count(args)).total).end)
     read_staged_tokens(&plan, options.tile_m == 0 && options.tile_n == 0);
   return plan;
@@ -824,7 +827,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
     // Staged tokens: whole 64-deep slices in the weights' K order, read as 128-byte swizzled boxes.
     std::int64_t a_k = args.moe.k;
     bool a_decoded = plan.kernel.decode;
-    if (plan.kernel.swapped && plan.kernel.a_scales == ScaleGranularity::staged) {
+    if (reads_staged_tokens(plan.kernel)) {
       const StagedTokens tokens = staged_tokens(args, layout.total);
       StageOperand a = stage_a(ws + tokens.a, tokens.ld);
       a.weights_order = true;
@@ -859,7 +862,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       return cuda_failure(e, "staging A and B as bf16");
     e = launch_staged(plan.kernel, kernel, plan.grid, stream);
   } else if (plan.kernel.swapped) {
-    if (plan.kernel.a_scales == ScaleGranularity::staged &&
+    if (reads_staged_tokens(plan.kernel) &&
         (e = launch_stage_bf16(staging[0], StageOperand{}, sm_count(), stream)) != cudaSuccess)
       return cuda_failure(e, "staging the tokens as bf16");
     if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;

@@ -195,16 +195,22 @@ bool launch_first_match(const KernelChoice& choice, const KernelParams& params, 
   return found;
 }
 
-// ... and its pipeline depth (0 when none matches).
-template <class... Combinations>
-int stages_of_first_match(const KernelChoice& choice) {
-  int stages = 0;
+// ... and a count of its instantiation for the choice's tile, value(combination) (0 when none matches).
+template <class... Combinations, class Value>
+int value_of_first_match(const KernelChoice& choice, Value&& value) {
+  int result = 0;
   const auto try_one = [&](auto combination) {
-    using C = decltype(combination);
-    if (stages == 0 && C::matches(choice)) stages = C::stages(choice.block_m, choice.block_n);
+    if (result == 0 && decltype(combination)::matches(choice)) result = value(combination);
   };
   (try_one(Combinations{}), ...);
-  return stages;
+  return result;
+}
+
+// The pipeline depth of the first of Combinations that matches the choice (0 when none matches).
+template <class... Combinations>
+int stages_of_first_match(const KernelChoice& choice) {
+  return value_of_first_match<Combinations...>(
+      choice, [&](auto combination) { return decltype(combination)::stages(choice.block_m, choice.block_n); });
 }
 
 }  // namespace bsgemm::cuda

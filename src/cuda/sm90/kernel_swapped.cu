@@ -21,13 +21,8 @@ bool launch_swapped(const KernelChoice& choice, const KernelParams& params, int 
 }
 
 int swapped_consumers(const KernelChoice& choice) {
-  int consumers = 0;
-  const auto try_one = [&](auto combination) {
-    using C = decltype(combination);
-    if (consumers == 0 && C::matches(choice)) consumers = C::consumers(choice.block_m, choice.block_n);
-  };
-  (try_one(Nvfp4{}), try_one(Mxfp4{}), try_one(Mx8Mx4{}), try_one(Mx8Nv4{}), try_one(StagedMx4{}), try_one(StagedNv4{}));
-  return consumers;
+  return value_of_first_match<Nvfp4, Mxfp4, Mx8Mx4, Mx8Nv4, StagedMx4, StagedNv4>(
+      choice, [&](auto combination) { return decltype(combination)::consumers(choice.block_m, choice.block_n); });
 }
 
 int swapped_stages(const KernelChoice& choice) {
