@@ -197,6 +197,27 @@ TEST(Formats, E2m1PairsConvertToTinyBf16Exactly) {
   }
 }
 
+// The register-operand kernel's one-multiply path for mx32 weights (every scale of the warp at most 2): the
+// scale times 2^126 is a bf16, and every e2m1 x 2^-126 times it is the exact scaled value as a bf16 (normal,
+// or a subnormal on bf16's 2^-133 grid) for every ue8m0 scale 2^-127 .. 2.
+TEST(Formats, E2m1TinyTimesLiftedMx32ScaleIsExact) {
+  const double largest_bf16 = std::ldexp(255.0, 127 - 7);
+  for (std::uint32_t s = 0; s <= 128; ++s) {
+    const double lifted = std::ldexp(expected_ue8m0(s), core::kTinyBf16Exponent);
+    ASSERT_LE(lifted, largest_bf16) << "scale code " << s;
+    ASSERT_GE(lifted, std::ldexp(1.0, -126)) << "a normal bf16: scale code " << s;
+    for (std::uint32_t code = 0; code < 8; ++code) {
+      const double product = std::ldexp(expected_e2m1(code), -core::kTinyBf16Exponent) * lifted;
+      ASSERT_EQ(product, expected_e2m1(code) * expected_ue8m0(s));
+      if (product == 0) continue;
+      int exponent = 0;
+      std::frexp(product, &exponent);
+      const int grid = std::max(exponent - 8, -133);  // the bf16 value's last bit: 8 significant bits, or 2^-133
+      ASSERT_EQ(std::ldexp(product, -grid), std::floor(std::ldexp(product, -grid))) << "scale code " << s << ", e2m1 code " << code;
+    }
+  }
+}
+
 // The staged path's chunk arithmetic (src/core/stage_bf16.hpp): element e of an 8-element chunk lands in
 // half e % 2 of pairs[e / 2], FP4 goes through its e4m3 widening, and each bf16 equals the exact product
 // (checked in double) wherever that product is a normal bf16: FP8 and FP4 values against ue8m0 scales

@@ -64,7 +64,8 @@ struct SwappedMainloop {
   // The weights reach wgmma as their values times 2^-kWeightExponent: the codes as e2m1 x 2^-126
   // (core::e2m1x8_to_tiny_bf16_pairs), then one multiply by an nv16 scale lifted by 2^119, exact for every
   // ue4m3 scale (tests/cpu/test_formats.cpp); the epilogue's alpha takes the 2^7 back (exact, a power of
-  // two). mx32 scales span 2^-127 .. 2^127, too wide for one lifted multiply: 2^126, then the scale.
+  // two). mx32 scales span 2^-127 .. 2^127, too wide for one lifted multiply in general: by 2^(e + 126)
+  // where the warp's scales allow it, else 2^126 and then the scale (decode_weights).
   static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 0;
   static constexpr float kAccumulatorScale = static_cast<float>(1 << kWeightExponent);
   static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
@@ -84,6 +85,28 @@ struct SwappedMainloop {
         scale[slab][upper] = Traits::kBScales == ScaleGranularity::nv16 ? ss.sfb[s][4 * half + q][row]
                                                                         : ss.sfb[s][2 * half + q / 2][row];
       }
+    // mx32: one multiply where every scale of the warp's rows is at most 2 (2^(e + 126) is then a bf16, and
+    // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
+    // divergence, one vote per half stage.
+    if constexpr (Traits::kBScales == ScaleGranularity::mx32) {
+      bool small = true;
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+        for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= 2.0f;
+      if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two>(codes, scale, frag);
+    }
+    scale_rows<ScaleSteps::one>(codes, scale, frag);
+  }
+
+  // How decoded codes (e2m1 x 2^-126) take their scale: one multiply by the scale lifted by
+  // 2^(126 - kWeightExponent), or (any mx32 scale) by 2^126 and then by the scale.
+  enum class ScaleSteps { one, two };
+  static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? kNv16Lift : 0x1p126f;
+
+  template <ScaleSteps Steps>
+  __device__ __forceinline__ static void scale_rows(const uint2 (&codes)[kSlabs][2], const float (&scale)[kSlabs][2],
+                                                    Fragments& frag) {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -93,8 +116,8 @@ struct SwappedMainloop {
         std::uint32_t w[2][4];
         core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].x, w[0]);
         core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].y, w[1]);
-        if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
-          const float lifted = scale[slab][upper] * kNv16Lift;
+        if constexpr (Steps == ScaleSteps::one) {
+          const float lifted = scale[slab][upper] * kLift;
           scale_bf16x2(w[0], lifted);
           scale_bf16x2(w[1], lifted);
         } else {
