@@ -90,6 +90,10 @@ bool staged_runs(const GemmArguments& a) {
   return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
 
+// Whether the register-operand kernel can read this call's tokens staged: tokens whose scales fold into bf16
+// where the staged path runs, or fp8-block128 tokens (promoted_tokens_runs).
+bool tokens_stage_runs(const GemmArguments& a) { return (swapped_runs(a) && staged_runs(a)) || promoted_tokens_runs(a); }
+
 // Bytes per element as stored: FP4 codes pack two to a byte.
 double code_bytes(const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; }
 
@@ -106,8 +110,6 @@ std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
 // (as staged_runs asks), where the pass's bytes (A's rows, the masked form's whole capacity, read and
 // written as bf16) are at most an eighth of the FP4 weights' bytes, which bound the kernel. A masked
 // capacity far above the tokens it holds (the pass cannot see masked_m) keeps the tokens decoded on chip.
-bool tokens_stage_runs(const GemmArguments& a) { return (swapped_runs(a) && staged_runs(a)) || promoted_tokens_runs(a); }
-
 bool tokens_stageable(const GemmArguments& a) {
   if (!tokens_stage_runs(a)) return false;
   const double pass_bytes = static_cast<double>(staged_a_rows(a)) * static_cast<double>(a.moe.k) * (code_bytes(a.a_type) + 2.0);
@@ -647,7 +649,8 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
                                " (and 128,192 for fp8-block128, 128,256 for kernel path staged, 32,256 or 32,384 for FP4 "
-                               "weights with mxfp8 or same-recipe tokens, 16,256 for those with kernel path staged)");
+                               "weights with mxfp8 or same-recipe tokens, 16,256 for those with kernel path staged, 16,256 "
+                               "or 32,256 with kernel path staged for FP4 weights with fp8-block128 tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
