@@ -72,6 +72,13 @@ bool swapped_runs(const GemmArguments& a) {
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
 
+// fp8-block128 tokens with FP4 weights run on the register-operand kernel only staged, as bf16 without their
+// fp32 scales (which bf16 could not hold exactly; the kernel applies them per 128-deep stage): the MoE forms,
+// which the staging pass covers.
+bool promoted_tokens_runs(const GemmArguments& a) {
+  return a.a_type.recipe == Recipe::fp8_block128 && is_fp4(a.b_type.recipe) && a.layout != GroupLayout::pointer_array;
+}
+
 // What the staged path runs (KernelPath::staged): A and B each mxfp8, mxfp4 or nvfp4 (whose scales fold
 // into bf16 exactly; fp8-block128's fp32 scales would not; of their pairs the API takes the same-recipe
 // ones and mxfp8 x FP4), in the MoE forms, where A and B are one tensor
@@ -82,6 +89,10 @@ bool staged_runs(const GemmArguments& a) {
   if (!stageable(a.a_type.recipe) || !stageable(a.b_type.recipe) || a.layout == GroupLayout::pointer_array) return false;
   return !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
+
+// Whether the register-operand kernel can read this call's tokens staged: tokens whose scales fold into bf16
+// where the staged path runs, or fp8-block128 tokens (promoted_tokens_runs).
+bool tokens_stage_runs(const GemmArguments& a) { return (swapped_runs(a) && staged_runs(a)) || promoted_tokens_runs(a); }
 
 // Bytes per element as stored: FP4 codes pack two to a byte.
 double code_bytes(const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; }
@@ -100,7 +111,7 @@ std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
 // written as bf16) are at most an eighth of the FP4 weights' bytes, which bound the kernel. A masked
 // capacity far above the tokens it holds (the pass cannot see masked_m) keeps the tokens decoded on chip.
 bool tokens_stageable(const GemmArguments& a) {
-  if (!swapped_runs(a) || !staged_runs(a)) return false;
+  if (!tokens_stage_runs(a)) return false;
   const double pass_bytes = static_cast<double>(staged_a_rows(a)) * static_cast<double>(a.moe.k) * (code_bytes(a.a_type) + 2.0);
   const double weight_bytes = 0.5 * static_cast<double>(a.moe.num_groups) * a.moe.n * static_cast<double>(a.moe.k);
   return pass_bytes <= weight_bytes / 8;
@@ -125,8 +136,11 @@ StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
 bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options) {
   return options.path == KernelPath::staged &&
          (forcible_swapped_tile(options.tile_m, options.tile_n) || staged_tokens_tile(options.tile_m, options.tile_n)) &&
-         swapped_runs(args) && staged_runs(args);
+         tokens_stage_runs(args);
 }
+
+// The register-operand kernel's tiles for fp8-block128 tokens (a second set of accumulators: kernel_swapped.cuh).
+bool promoted_tokens_tile(int block_m, int block_n) { return (block_m == 16 || block_m == 32) && block_n == 256; }
 
 // The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
 // (one batch contiguous, num_groups masked), B as num_groups x N x staged_ld(K).
@@ -336,19 +350,27 @@ bool staged_chosen(const GemmArguments& args, const RunOptions& options) {
          staged_pays(args);
 }
 
-// Whether the kernel of a choice is the register-operand one reading staged tokens.
-bool reads_staged_tokens(const KernelChoice& k) { return k.swapped && k.a_scales == ScaleGranularity::staged; }
+// Whether the kernel of a choice is the register-operand one reading staged tokens (with their scales folded
+// in, or fp8-block128 ones without).
+bool reads_staged_tokens(const KernelChoice& k) {
+  return k.swapped && (k.a_scales == ScaleGranularity::staged || k.a_scales == ScaleGranularity::block128);
+}
 
 // The register-operand kernel of `plan` reading its tokens staged as bf16 (kernel_traits_swapped.cuh).
 void read_staged_tokens(Plan* plan, bool tile_chosen) {
-  plan->kernel.a_scales = ScaleGranularity::staged;
+  const bool promoted = plan->kernel.a_scales == ScaleGranularity::block128;
+  if (!promoted) plan->kernel.a_scales = ScaleGranularity::staged;
   plan->kernel.a_packed = false;
-  plan->reason += ", tokens staged as bf16 in their K order";
+  plan->reason += promoted ? ", tokens staged as bf16 in their K order, their fp32 scales applied per 128 of K"
+                           : ", tokens staged as bf16 in their K order";
   if (tile_chosen && plan->small_rows <= 16) {
     // Groups of at most 16 rows: wgmma's N at 16 halves the tensor work and the tokens' bytes of 32.
     plan->kernel.block_m = 16;
     plan->kernel.block_n = 256;
     plan->reason += ", 16 tokens a tile";
+  } else if (tile_chosen && promoted) {
+    plan->kernel.block_m = 32;  // more rows take two tiles (promoted_tokens_tile)
+    plan->kernel.block_n = 256;
   }
   plan->stages = swapped_stages(plan->kernel);
 }
@@ -388,7 +410,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     return k.decode ? std::max(decode_fp4_stages(k), decode_mixed_stages(k)) : fp8_kernel_stages(k);
   };
   // Decode-sized groups with FP4 weights: the register-operand kernel, 32 or 64 tokens per tile.
-  if (swapped_runs(args) && options.path != KernelPath::fp8 && !staged &&
+  if ((swapped_runs(args) || tokens_forced) && options.path != KernelPath::fp8 && !staged &&
       (forced_swap || (options.tile_m == 0 && plan.small_rows > 0))) {
     plan.kernel.swapped = true;
     plan.kernel.decode = true;
@@ -582,10 +604,11 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "path",
                          std::string("kernel path bf16 runs the recipes with FP4 weights and mxfp8, not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + ": use fp8 or auto");
-  if (options.path == KernelPath::staged && !staged_runs(args))
+  if (options.path == KernelPath::staged && !staged_runs(args) && !tokens_staged_by_name(args, options))
     return Status::error(StatusCode::not_supported, -1, "path",
                          std::string("kernel path staged runs mxfp8, mxfp4, nvfp4 and mxfp8 x mxfp4 or nvfp4 in the contiguous "
-                                     "form (A's scales linear or mn-major) and the masked form, not ") +
+                                     "form (A's scales linear or mn-major) and the masked form (and fp8-block128 x mxfp4 or "
+                                     "nvfp4 there with tile 16,256 or 32,256), not ") +
                              to_string(args.a_type.recipe) + " x " + to_string(args.b_type.recipe) + " in the " +
                              to_string(args.layout) + " form with A's scales " + to_string(args.a_type.scale_layout) +
                              ": use fp8, bf16 or auto");
@@ -596,9 +619,15 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     return Status::error(StatusCode::not_supported, -1, "b_major",
                          "the cuda back end needs B k-major: Hopper's FP8 tensor cores read both operands K-major");
   if (options.tile_m != 0 || options.tile_n != 0) {
-    const bool tokens_tile = staged_tokens_tile(options.tile_m, options.tile_n) && swapped_runs(args);
-    const bool swap = (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) || tokens_tile;
+    const bool tokens_tile = staged_tokens_tile(options.tile_m, options.tile_n) && tokens_stage_runs(args);
+    const bool swap = (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) || tokens_tile ||
+                      tokens_staged_by_name(args, options);
     const std::string tile = std::to_string(options.tile_m) + "," + std::to_string(options.tile_n);
+    if (promoted_tokens_runs(args) && tokens_staged_by_name(args, options) &&
+        !promoted_tokens_tile(options.tile_m, options.tile_n))
+      return Status::error(StatusCode::not_supported, -1, "tile",
+                           "tile " + tile + " is not built for fp8-block128 tokens on the register-operand kernel: use 16,256 "
+                           "or 32,256, or no tile");
     if (tokens_tile && !tokens_staged_by_name(args, options))
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is the register-operand kernel's with staged tokens: use --kernel-path staged "
@@ -620,7 +649,8 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
       return Status::error(StatusCode::invalid_argument, -1, "tile",
                            "tile " + tile + " is not one of the tiles the sm_90a kernels are built for: " + supported_tiles() +
                                " (and 128,192 for fp8-block128, 128,256 for kernel path staged, 32,256 or 32,384 for FP4 "
-                               "weights with mxfp8 or same-recipe tokens, 16,256 for those with kernel path staged)");
+                               "weights with mxfp8 or same-recipe tokens, 16,256 for those with kernel path staged, 16,256 "
+                               "or 32,256 with kernel path staged for FP4 weights with fp8-block128 tokens)");
     if (choose_plan(args, options).stages == 0)
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " leaves the decoding kernel fewer than three stages for " + to_string(args.a_type.recipe) +
@@ -676,10 +706,20 @@ RunOptions resolve_path(const GemmArguments& args, const RunOptions& options, st
   return resolved;
 }
 
+// Whether `plan` (choose_plan's) reads staged tokens once the workspace holds them: the register-operand
+// kernel's plan with tokens decoded on chip, or (fp8-block128 tokens, which that kernel takes only staged)
+// the planner's own decoding-kernel plan at decode shapes; both where the pass pays (tokens_stageable).
+bool stages_tokens_given_workspace(const GemmArguments& args, const RunOptions& options, const Plan& plan) {
+  if (!tokens_stageable(args) || reads_staged_tokens(plan.kernel)) return false;
+  if (plan.kernel.swapped) return true;
+  return promoted_tokens_runs(args) && options.tile_m == 0 && options.tile_n == 0 && options.path != KernelPath::fp8 &&
+         plan.small_rows > 0;
+}
+
 // The workspace of a call whose register-operand kernel reads staged tokens: the records and maps, then
 // the tokens' bf16 copy; 0 where that kernel does not run or cannot take staged tokens.
 std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions& options) {
-  if (!tokens_stageable(args) || !choose_plan(args, options).kernel.swapped) return 0;
+  if (!stages_tokens_given_workspace(args, options, choose_plan(args, options))) return 0;
   return staged_tokens(args, workspace_layout(group_count(args)).total).end;
 }
 
@@ -687,9 +727,17 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
 // register-operand kernel reads staged tokens where they pay and the workspace holds them.
 Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
   Plan plan = choose_plan(args, options);
-  if (plan.kernel.swapped && !reads_staged_tokens(plan.kernel) && tokens_stageable(args) &&
-      workspace_bytes >= staged_tokens(args, workspace_layout(group_count(args)).total).end)
+  if (stages_tokens_given_workspace(args, options, plan) &&
+      workspace_bytes >= staged_tokens(args, workspace_layout(group_count(args)).total).end) {
+    if (!plan.kernel.swapped) {
+      // fp8-block128 tokens: from the decoding kernel to the register-operand one (tile: read_staged_tokens).
+      plan.kernel.swapped = true;
+      plan.kernel.decode = true;
+      plan.reason += "; FP4 weights in wgmma registers";
+      plan.grid = sm_count();
+    }
     read_staged_tokens(&plan, options.tile_m == 0 && options.tile_n == 0);
+  }
   return plan;
 }
 
@@ -831,6 +879,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       const StagedTokens tokens = staged_tokens(args, layout.total);
       StageOperand a = stage_a(ws + tokens.a, tokens.ld);
       a.weights_order = true;
+      if (plan.kernel.a_scales == ScaleGranularity::block128) a.scales = nullptr;  // applied by the kernel
       staging[0] = a;
       a_element = DataType::bf16;
       a_data = a.dst;

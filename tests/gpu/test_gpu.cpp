@@ -331,24 +331,34 @@ TEST(PlannerRules, StagedChosenForLargeGroups) {
 // of the FP4 weights' bytes, in the MoE forms with A's scales at A's rows; kernel path staged with a
 // register-operand tile asks for them whatever the bytes; the other forms and a large masked capacity
 // ask for nothing.
+// The options the staged-token planner tests compare: the planner's own, kernel path fp8 (whose workspace is
+// the records' alone for these calls) and kernel path staged with a register-operand tile; extra(): the
+// workspace an option asks for beyond the records'.
+struct TokenPlanOptions {
+  RunOptions automatic, records_only, forced;
+  TokenPlanOptions(int forced_m, int forced_n) {
+    automatic.backend = Backend::cuda;
+    records_only = forced = automatic;
+    records_only.path = KernelPath::fp8;
+    forced.path = KernelPath::staged;
+    forced.tile_m = forced_m;
+    forced.tile_n = forced_n;
+  }
+  std::size_t extra(const GemmArguments& args, const RunOptions& o) const {
+    return workspace_size(args, o) - workspace_size(args, records_only);
+  }
+};
+
 TEST(PlannerRules, StagedTokens) {
   const auto args_for = [](Recipe a, GroupLayout layout, std::int64_t rows, int groups, int n, int k,
                            ScaleLayout a_scales = ScaleLayout::linear) {
     return unseen_moe_args(a, Recipe::nvfp4, layout, rows, groups, n, k, a_scales);
   };
-  RunOptions automatic;
-  automatic.backend = Backend::cuda;
-  RunOptions records_only = automatic;
-  records_only.path = KernelPath::fp8;
-  RunOptions forced = automatic;
-  forced.path = KernelPath::staged;
-  forced.tile_m = 32;
-  forced.tile_n = 384;
+  const TokenPlanOptions options(32, 384);
+  const RunOptions &automatic = options.automatic, &records_only = options.records_only, &forced = options.forced;
   EXPECT_EQ(cuda::weights_order_ld(330), 384);
   EXPECT_EQ(cuda::weights_order_ld(7168), 7168);
-  const auto extra = [&](const GemmArguments& args, const RunOptions& o) {
-    return workspace_size(args, o) - workspace_size(args, records_only);
-  };
+  const auto extra = [&](const GemmArguments& args, const RunOptions& o) { return options.extra(args, o); };
   const auto expect_tokens = [&](const GemmArguments& args, const RunOptions& o, std::size_t tokens) {
     EXPECT_GE(extra(args, o), tokens) << to_string(args.layout) << " rows " << args.moe.rows;
     EXPECT_LT(extra(args, o), tokens + 256) << to_string(args.layout) << " rows " << args.moe.rows;
@@ -384,6 +394,43 @@ TEST(PlannerRules, StagedTokens) {
   GemmArguments capacity = args_for(Recipe::nvfp4, GroupLayout::masked, 1024, 8, 4096, 330);
   capacity.expected_m = 16;
   expect_tokens(capacity, forced16, 8 * 1024 * 384 * 2);
+}
+
+// fp8-block128 tokens with FP4 weights: at decode shapes the planner moves them from the decoding kernel to
+// the register-operand one where the workspace holds their bf16 copy (staged without their fp32 scales, which
+// the kernel applies per stage), on its 16- and 32-token tiles only; not in the pointer-array form, not for
+// large groups, and not on kernel path fp8.
+TEST(PlannerRules, PromotedTokens) {
+  const TokenPlanOptions options(32, 256);
+  const RunOptions &automatic = options.automatic, &forced = options.forced;
+  for (const Recipe b : {Recipe::nvfp4, Recipe::mxfp4}) {
+    const auto args_for = [b](GroupLayout layout, std::int64_t rows, int groups, int n, int k) {
+      return unseen_moe_args(Recipe::fp8_block128, b, layout, rows, groups, n, k);
+    };
+    const auto extra = [&](const GemmArguments& args, const RunOptions& o) { return options.extra(args, o); };
+    const auto expect_plan = [&](const GemmArguments& args, const RunOptions& o, std::size_t tokens, const char* tile) {
+      const std::string plan = describe_plan(args, o);
+      EXPECT_GE(extra(args, o), tokens) << plan;
+      EXPECT_LT(extra(args, o), tokens + 256) << plan;
+      if (tokens == 0) {
+        EXPECT_EQ(plan.find("tokens staged"), std::string::npos) << plan;
+        return;
+      }
+      EXPECT_NE(plan.find("their fp32 scales applied per 128 of K"), std::string::npos) << plan;
+      EXPECT_NE(plan.find("wgmma's A registers"), std::string::npos) << plan;
+      EXPECT_NE(plan.find(tile), std::string::npos) << plan;
+    };
+    // K = 330: 384 bf16 a row (whole slices); 16 rows a group: the 16-token tile; 17 or 64: 32 tokens.
+    expect_plan(args_for(GroupLayout::masked, 16, 8, 4096, 330), automatic, 8 * 16 * 384 * 2, "tile 16x256");
+    expect_plan(args_for(GroupLayout::masked, 17, 8, 4096, 330), automatic, 8 * 17 * 384 * 2, "tile 32x256");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), automatic, 8 * 64 * 384 * 2, "tile 32x256");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), forced, 8 * 64 * 384 * 2, "tile 32x256");
+    // Large groups stay on the decoding kernel; so does kernel path fp8's minimum.
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 1024, 8, 4096, 330), automatic, 0, "");
+    GemmArguments ptr = args_for(GroupLayout::pointer_array, 0, 0, 0, 0);
+    ptr.num_groups = 4;
+    expect_plan(ptr, automatic, 0, "");
+  }
 }
 
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
@@ -805,8 +852,8 @@ std::vector<std::size_t> register_operand_variants() {
   for (std::size_t i = 0; i < all.size(); ++i) {
     const RecipeVariant& v = all[i];
     const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
-    if (fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8) && v.path != KernelPath::fp8)
-      out.push_back(i);
+    const bool tokens = v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8 || v.a.recipe == Recipe::fp8_block128;
+    if (fp4_weights && tokens && v.path != KernelPath::fp8) out.push_back(i);
   }
   return out;
 }
@@ -817,7 +864,9 @@ class GpuStagedTokens : public GpuVariantTest {};
 // staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
 // ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
 // past a stage), empty and one-row groups, 256 groups, both ends of the scale range. The contiguous form with
-// A's scales blocked, and the 16-token tile without staged tokens, are refused before anything runs.
+// A's scales blocked, the 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the
+// kernel applies per stage, in a second set of accumulators) on the 384-weight tile, are refused before
+// anything runs.
 TEST_P(GpuStagedTokens, EveryShape) {
   SKIP_WITHOUT_GPU();
   RecipeVariant v = variant();
@@ -836,20 +885,29 @@ TEST_P(GpuStagedTokens, EveryShape) {
     EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
     EXPECT_EQ(st.field, "tile") << st.message;
   }
+  // Kernel path staged with tile `o` refused for a small call of `layout`, naming `field`.
+  const auto expect_refused = [&](GroupLayout layout, const RunOptions& o, const char* field) {
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(make_spec(v, layout, DataType::bf16, moe_groups({16}, 256, 128), ++seed), &host).ok());
+    RunOptions cuda_options = o;
+    cuda_options.backend = Backend::cuda;
+    cuda_options.path = KernelPath::staged;
+    const Status st = can_implement(host.args(), cuda_options);
+    EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
+    EXPECT_EQ(st.field, field) << st.message;
+  };
+  const bool promoted = v.a.recipe == Recipe::fp8_block128;
   for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{16, 256}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile_m;
     o.tile_n = tile_n;
+    if (promoted && tile_n == 384) {
+      expect_refused(GroupLayout::masked, o, "tile");
+      continue;
+    }
     for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
       if (layout == GroupLayout::contiguous && blocked_a) {
-        HostWorkload host;
-        ASSERT_TRUE(HostWorkload::create(make_spec(v, layout, DataType::bf16, moe_groups({16}, 256, 128), ++seed), &host).ok());
-        RunOptions cuda_options = o;
-        cuda_options.backend = Backend::cuda;
-        cuda_options.path = KernelPath::staged;
-        const Status st = can_implement(host.args(), cuda_options);
-        EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
-        EXPECT_EQ(st.field, "path") << st.message;
+        expect_refused(layout, o, "path");
         continue;
       }
       for (const auto& [d, k] : std::vector<std::pair<DataType, std::int32_t>>{
@@ -906,7 +964,8 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     ASSERT_GT(workspace_size(host.args(), automatic), workspace_size(host.args(), records_only));
     const std::string plan = describe_plan(host.args(), automatic);
     EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
-    EXPECT_NE(plan.find("tile 64x256"), std::string::npos) << plan;
+    // fp8-block128 tokens: at most 32 a tile (PlannerRules.PromotedTokens).
+    EXPECT_NE(plan.find(v.a.recipe == Recipe::fp8_block128 ? "tile 32x256" : "tile 64x256"), std::string::npos) << plan;
     run_and_check(v, s, MemoryLocation::host);
     run_and_check(v, s, MemoryLocation::device, {}, &records_only);
     // At most 16 rows a group: the 16-token tile.

@@ -53,14 +53,15 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
 // each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
 // consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
 // row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
-// Staged tokens carry their scales already: B's only.
+// Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
+// register-operand kernel applies per stage (kernel_traits_swapped.cuh).
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
   const int lane = threadIdx.x % 32;
   constexpr int kChunk = Traits::kScaleChunk;
-  // Staged tokens load no A scales (a and a_values go unused): any row count ScaleRows takes.
-  using RowsA = ScaleRows<Traits::kTokensStaged ? 32 : Traits::kBlockM, Traits::kAScales>;
+  // Staged tokens load no A scales unless the kernel applies them (a and a_values go unused otherwise).
+  using RowsA = ScaleRows<Traits::kScaleRowsA, Traits::kAScales>;
   using RowsB = ScaleRows<Traits::kBlockN, Traits::kBScales>;
   RowsA a;
   RowsB b;
@@ -69,7 +70,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
   const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) {
     const std::int64_t m0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     const std::int64_t n0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN;
-    if constexpr (!Traits::kTokensStaged)
+    if constexpr (Traits::kLoadsAScales)
       a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
                    core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
     b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
@@ -79,13 +80,13 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
       p, loader, on_tile,
       [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
         // Global loads first: their latency hides under the wait for the first stage.
-        if constexpr (!Traits::kTokensStaged) a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
+        if constexpr (Traits::kLoadsAScales) a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
         b.load_chunk(static_cast<std::int64_t>(Traits::kStepsB) * kb0, stages, b_values);
 #pragma unroll
         for (int s = 0; s < kChunk; ++s) {
           if (s >= stages) break;
           pipe.producer_acquire(state);
-          if constexpr (!Traits::kTokensStaged) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
+          if constexpr (Traits::kLoadsAScales) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
           b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
           pipe.producer_commit(state);
           state.advance();

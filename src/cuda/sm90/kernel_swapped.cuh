@@ -71,7 +71,7 @@ struct SwappedCombination {
   using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs, Consumers>;
   // Staged tokens leave the consumers the weights' decode alone: four warpgroups of one slab (three of two
   // for the 384-weight tile), twice the warps per scheduler to hide its latency.
-  static constexpr bool kStaged = AScales == ScaleGranularity::staged;
+  static constexpr bool kStaged = AScales == ScaleGranularity::staged || AScales == ScaleGranularity::block128;
 
   // f(traits) with the instantiation of tile block_m x block_n (a value of its traits type); false when
   // there is none.
@@ -80,8 +80,12 @@ struct SwappedCombination {
     if constexpr (kStaged) {
       if (block_m == 16 && block_n == 256) return f(Traits<16, 1, 4>{}), true;
       if (block_m == 32 && block_n == 256) return f(Traits<32, 1, 4>{}), true;
-      if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
-      if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
+      // fp8-block128 tokens hold a second set of accumulators (one stage's products): 64 x 256 and 32 x 384
+      // would spill.
+      if constexpr (AScales != ScaleGranularity::block128) {
+        if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
+        if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
+      }
     } else {
       if (block_m == 32 && block_n == 256) return f(Traits<32, 2, 2>{}), true;
       if (block_m == 64 && block_n == 256) return f(Traits<64, 2, 2>{}), true;

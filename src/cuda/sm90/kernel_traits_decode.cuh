@@ -55,6 +55,8 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
   static constexpr bool kTokensStaged = false;  // both operands arrive as stored (kernel_traits_swapped.cuh)
+  static constexpr bool kLoadsAScales = true;
+  static constexpr int kScaleRowsA = BlockM;
   static constexpr int kConsumers = 2;          // consumer warpgroups (the CTA's threads: kKernelThreads)
   static constexpr int kThreads = kKernelThreads;
   static constexpr int kConsumerRegs = kConsumerRegisters;

@@ -21,6 +21,9 @@
 // Where a pass before the kernel has staged the tokens as bf16 in that order (AScales == staged,
 // stage_bf16.cu with weights_order), TMA brings them into each raw stage as two 128-byte-swizzled halves,
 // wgmma's B operand as it is: no token decode, no decoded tiles and their barriers, no token scales.
+// fp8-block128 tokens (AScales == block128) are staged the same way without their scales, whose fp32 values
+// bf16 could not hold exactly: the kernel applies them per 128-deep stage, each stage's product accumulated
+// apart and added into the tile's accumulators times the token's scale (kPromoteTokens).
 #pragma once
 
 #include <cstddef>
@@ -42,9 +45,9 @@ struct SwappedKernelTraits {
   static_assert((Consumers == 2 && (Slabs == 2 || (Slabs == 3 && Tokens == 32))) || (Consumers == 3 && Slabs == 2 && Tokens == 32) ||
                     (Consumers == 4 && Slabs == 1),
                 "two fragment sets and the accumulators fit the consumers' registers");
-  static_assert(AScales != ScaleGranularity::block128 && BScales != ScaleGranularity::block128,
-                "scales are folded into the decoded values");
-  static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged;
+  static_assert(BScales != ScaleGranularity::block128, "the weights' scales are folded into their decoded values");
+  static constexpr bool kPromoteTokens = AScales == ScaleGranularity::block128;
+  static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged || kPromoteTokens;
   static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
   static_assert(Consumers == 2 || kTokensStaged, "the token decode is split between two warpgroups");
   static_assert(Tokens != 16 || kTokensStaged, "16 token rows are too few for the token decode's split");
@@ -74,7 +77,10 @@ struct SwappedKernelTraits {
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
   static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
 
-  static constexpr int kStepsA = kTokensStaged ? 0 : scale_steps(AScales);
+  static constexpr int kStepsA = kPromoteTokens ? 1 : kTokensStaged ? 0 : scale_steps(AScales);
+  // The scale loaders' rows of A (a warp's at least) and whether they load A's scales at all.
+  static constexpr int kScaleRowsA = Tokens < 32 ? 32 : Tokens;
+  static constexpr bool kLoadsAScales = kStepsA > 0;
   static constexpr int kStepsB = scale_steps(BScales);
   static constexpr int kRowBytesA = kTokensStaged ? 2 * kBlockK : APacked ? kBlockK / 2 : kBlockK;
   static constexpr int kRowBytesB = kBlockK / 2;
@@ -93,7 +99,7 @@ struct SwappedKernelTraits {
   struct alignas(1024) DecodedStage {
     std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
   };
-  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * Tokens + kStepsB * kBlockN);
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * kScaleRowsA + kStepsB * kBlockN);
   static constexpr int kStages =
       raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage), Consumers);
   static constexpr bool kFits = kStages >= 3;
@@ -117,7 +123,7 @@ struct SwappedKernelTraits {
     // core::kBf16SelectorsLow once per lane, read once into a register (mainloop_swapped.cuh).
     std::uint32_t selector_table[32];
   };
-  // Staged tokens: neither decoded tiles nor token scales.
+  // Staged tokens: no decoded tiles, and token scales only where the kernel applies them (fp8-block128).
   struct StagedTokensStorage {
     RawStage raw[kStages];
     alignas(16) float sfb[kStages][kStepsB][kBlockN];
@@ -125,6 +131,8 @@ struct SwappedKernelTraits {
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];
+    // Last, so that the other members lie where they do without it.
+    alignas(16) float sfa[kStages][1][kPromoteTokens ? kScaleRowsA : 1];
   };
   using SharedStorage = std::conditional_t<kTokensStaged, StagedTokensStorage, DecodingStorage>;
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;

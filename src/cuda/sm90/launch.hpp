@@ -113,7 +113,8 @@ struct StageOperand {
   DataType element = DataType::e4m3;  // e4m3, e5m2 or e2m1 (two per byte, the low nibble first)
   bool nv16 = false;                  // ue4m3 scales per 16 of K instead of ue8m0 per 32
   std::int64_t rows = 0, k = 0, ld = 0, batches = 1, batch_stride = 0;  // in elements
-  const std::uint8_t* scales = nullptr;  // the scale codes
+  const std::uint8_t* scales = nullptr;  // the scale codes; null: staged unscaled (fp8-block128 tokens, whose
+                                         // fp32 scales the register-operand kernel applies itself)
   ScaleLayout scale_layout = ScaleLayout::linear;
   std::int64_t scale_ld = 0, scale_batch_stride = 0;
   std::uint16_t* dst = nullptr;  // bf16 bits

@@ -250,29 +250,40 @@ struct SwappedMainloop {
     decoded = read;
   }
 
+  // The column (token) of accumulator register i: m64nNk16's fragment holds columns 8 (i / 4) + 2 q + i % 2.
+  __device__ int accumulator_token(int i) const { return 8 * (i / 4) + 2 * q + i % 2; }
+
   // accumulate_tile with staged tokens: each half stage's wgmma read the tokens from the raw stage, which
   // is released once both halves' wgmma are done. The next stage's first half is decoded under the second
-  // half's wgmma, so a warpgroup holds two raw stages for that long.
+  // half's wgmma, so a warpgroup holds two raw stages for that long. fp8-block128 tokens (kPromoteTokens):
+  // each stage's wgmma start afresh in `partial`, added into acc times its tokens' scales of that stage
+  // before the stage is released.
   template <int Stages>
   __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                          int k_blocks, float (&acc)[kSlabs][kAcc]) const {
     zero_accumulators(acc);
     if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
+    constexpr bool kPromote = Traits::kPromoteTokens;
+    float partial[kPromote ? kSlabs : 1][kPromote ? kAcc : 1];
+    auto& products = [&]() -> auto& {
+      if constexpr (kPromote) return partial;
+      else return acc;
+    }();
     Fragments first_half, second_half;
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
 #pragma unroll
-      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
+      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(products[slab]);
     };
     const auto tokens = [&](int half) { return ss.raw[raw.index].a + half * Traits::kTokenHalfBytes; };
 
     pipe.consumer_wait(raw);
     decode_weights(ss, raw.index, 0, first_half);
     for (int kb = 0; kb < k_blocks; ++kb) {
-      issue_mma(tokens(0), first_half, acc, kb == 0);
+      issue_mma(tokens(0), first_half, products, kPromote || kb == 0);
       decode_weights(ss, raw.index, 1, second_half);
       retire();
-      issue_mma(tokens(1), second_half, acc, false);
+      issue_mma(tokens(1), second_half, products, false);
       PipelineState<Stages> next = raw;
       next.advance();
       if (kb + 1 < k_blocks) {
@@ -280,6 +291,15 @@ struct SwappedMainloop {
         decode_weights(ss, next.index, 0, first_half);
       }
       retire();
+      if constexpr (kPromote) {
+        const float* scales = ss.sfa[raw.index][0];
+#pragma unroll
+        for (int i = 0; i < kAcc; ++i) {
+          const float s = scales[accumulator_token(i)];
+#pragma unroll
+          for (int slab = 0; slab < kSlabs; ++slab) acc[slab][i] = fmaf(partial[slab][i], s, acc[slab][i]);
+        }
+      }
       __syncwarp();
       if (release_lane) pipe.consumer_release(raw);
       raw = next;

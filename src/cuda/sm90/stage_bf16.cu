@@ -95,7 +95,8 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
     const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0));
     std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
     const std::uint8_t* scales =
-        op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
+        op.scales == nullptr ? nullptr
+                             : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
     for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
       std::uint32_t codes[kChunksInFlight][2];
       std::uint8_t scale_codes[kChunksInFlight];
@@ -106,9 +107,11 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
           const std::int64_t valid = op.k - static_cast<std::int64_t>(kChunk) * c;
           load_chunk<kFp4>(src + ((kChunk * c) >> (kFp4 ? 1 : 0)),
                            valid <= 0 ? 0 : valid < kChunk ? static_cast<int>(valid) : kChunk, codes[u]);
-          // A chunk wholly past K's end (weights order) has zero codes and no scale column: scale one.
-          scale_codes[u] = valid <= 0 ? (op.nv16 ? kUe4m3One : kUe8m0One)
-                                      : __ldg(scales + scale_col_offset(op.scale_layout, c >> scale_shift, op.scale_ld));
+          // A chunk wholly past K's end (weights order) has zero codes and no scale column, and unscaled
+          // operands none at all: scale one.
+          scale_codes[u] = valid <= 0 || op.scales == nullptr
+                               ? (op.nv16 ? kUe4m3One : kUe8m0One)
+                               : __ldg(scales + scale_col_offset(op.scale_layout, c >> scale_shift, op.scale_ld));
         }
       }
 #pragma unroll
