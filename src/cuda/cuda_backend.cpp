@@ -140,7 +140,9 @@ bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options)
 }
 
 // The register-operand kernel's tiles for fp8-block128 tokens (a second set of accumulators: kernel_swapped.cuh).
-bool promoted_tokens_tile(int block_m, int block_n) { return (block_m == 16 || block_m == 32) && block_n == 256; }
+bool promoted_tokens_tile(int block_m, int block_n) {
+  return (block_m == 16 || block_m == 32 || block_m == 64) && block_n == 256;
+}
 
 // The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
 // (one batch contiguous, num_groups masked), B as num_groups x N x staged_ld(K).
@@ -369,7 +371,7 @@ void read_staged_tokens(Plan* plan, bool tile_chosen) {
     plan->kernel.block_n = 256;
     plan->reason += ", 16 tokens a tile";
   } else if (tile_chosen && promoted) {
-    plan->kernel.block_m = 32;  // more rows take two tiles (promoted_tokens_tile)
+    plan->kernel.block_m = plan->small_rows <= 32 ? 32 : 64;  // 256 weights a tile (promoted_tokens_tile)
     plan->kernel.block_n = 256;
   }
   plan->stages = swapped_stages(plan->kernel);
@@ -627,7 +629,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
         !promoted_tokens_tile(options.tile_m, options.tile_n))
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is not built for fp8-block128 tokens on the register-operand kernel: use 16,256 "
-                           "or 32,256, or no tile");
+                           "or 32,256, or no tile (the planner's choice, 64,256 for groups of 33 rows or more)");
     if (tokens_tile && !tokens_staged_by_name(args, options))
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is the register-operand kernel's with staged tokens: use --kernel-path staged "

@@ -398,8 +398,8 @@ TEST(PlannerRules, StagedTokens) {
 
 // fp8-block128 tokens with FP4 weights: at decode shapes the planner moves them from the decoding kernel to
 // the register-operand one where the workspace holds their bf16 copy (staged without their fp32 scales, which
-// the kernel applies per stage), on its 16- and 32-token tiles only; not in the pointer-array form, not for
-// large groups, and not on kernel path fp8.
+// the kernel applies per stage), on its 16-, 32- and 64-token tiles (the last on two warpgroups of two slabs);
+// not in the pointer-array form, not for large groups, and not on kernel path fp8.
 TEST(PlannerRules, PromotedTokens) {
   const TokenPlanOptions options(32, 256);
   const RunOptions &automatic = options.automatic, &forced = options.forced;
@@ -420,10 +420,13 @@ TEST(PlannerRules, PromotedTokens) {
       EXPECT_NE(plan.find("wgmma's A registers"), std::string::npos) << plan;
       EXPECT_NE(plan.find(tile), std::string::npos) << plan;
     };
-    // K = 330: 384 bf16 a row (whole slices); 16 rows a group: the 16-token tile; 17 or 64: 32 tokens.
+    // K = 330: 384 bf16 a row (whole slices); 16 rows a group: the 16-token tile; 17 or 32: 32 tokens; 33 or
+    // 64: 64 tokens.
     expect_plan(args_for(GroupLayout::masked, 16, 8, 4096, 330), automatic, 8 * 16 * 384 * 2, "tile 16x256");
     expect_plan(args_for(GroupLayout::masked, 17, 8, 4096, 330), automatic, 8 * 17 * 384 * 2, "tile 32x256");
-    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), automatic, 8 * 64 * 384 * 2, "tile 32x256");
+    expect_plan(args_for(GroupLayout::masked, 32, 8, 4096, 330), automatic, 8 * 32 * 384 * 2, "tile 32x256");
+    expect_plan(args_for(GroupLayout::masked, 33, 8, 4096, 330), automatic, 8 * 33 * 384 * 2, "tile 64x256");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), automatic, 8 * 64 * 384 * 2, "tile 64x256");
     expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), forced, 8 * 64 * 384 * 2, "tile 32x256");
     // Large groups stay on the decoding kernel; so does kernel path fp8's minimum.
     expect_plan(args_for(GroupLayout::contiguous, 8 * 1024, 8, 4096, 330), automatic, 0, "");
@@ -964,10 +967,25 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     ASSERT_GT(workspace_size(host.args(), automatic), workspace_size(host.args(), records_only));
     const std::string plan = describe_plan(host.args(), automatic);
     EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
-    // fp8-block128 tokens: at most 32 a tile (PlannerRules.PromotedTokens).
-    EXPECT_NE(plan.find(v.a.recipe == Recipe::fp8_block128 ? "tile 32x256" : "tile 64x256"), std::string::npos) << plan;
+    EXPECT_NE(plan.find("tile 64x256"), std::string::npos) << plan;
     run_and_check(v, s, MemoryLocation::host);
     run_and_check(v, s, MemoryLocation::device, {}, &records_only);
+    // The 64-token tile (fp8-block128 tokens: two warpgroups of two slabs, half-slice fragments) on ragged N
+    // (the last tile's 8 weights) and K (past a stage, inside a slice); f16 out, and f32 at both ends of the
+    // scale range in the contiguous form.
+    for (const int end : {0, 1, 2}) {
+      if (end > 0 && layout == GroupLayout::masked) continue;
+      WorkloadSpec ragged = make_spec(v, layout, end == 0 ? DataType::f16 : DataType::f32,
+                                      moe_groups({64, 40, 1, 0, 33}, 4104, 376), ++seed);
+      if (layout == GroupLayout::masked) ragged.moe_rows = 64;
+      if (end == 1) ragged.a_exponent = smallest_exponent(v, v.a), ragged.b_exponent = 100;
+      if (end == 2) ragged.a_exponent = 100, ragged.b_exponent = smallest_exponent(v, v.b);
+      HostWorkload ragged_host;
+      ASSERT_TRUE(HostWorkload::create(ragged, &ragged_host).ok());
+      const std::string ragged_plan = describe_plan(ragged_host.args(), automatic);
+      EXPECT_NE(ragged_plan.find("tile 64x256"), std::string::npos) << ragged_plan;
+      run_and_check(v, ragged, MemoryLocation::device);
+    }
     // At most 16 rows a group: the 16-token tile.
     WorkloadSpec small = make_spec(v, layout, DataType::f16, moe_groups({16, 9, 1, 0, 16, 3}, 4096, 200), ++seed);
     if (layout == GroupLayout::masked) small.moe_rows = 16;
@@ -1144,10 +1162,14 @@ TEST(GpuSanitize, SmallEveryRecipeAndLayout) {
     run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::f32, {{40, 72, 96, 2}, {130, 24, 288, 1}}, ++seed),
                   MemoryLocation::device);
   }
-  // The register-operand kernel reading staged tokens (kernel path staged with its tile), FP8 and FP4 tokens.
+  // The register-operand kernel reading staged tokens (the planner's choice, and kernel path staged with its
+  // tiles), FP8 and FP4 tokens.
   for (const std::size_t i : register_operand_variants()) {
     RecipeVariant v = recipe_variants()[i];
     if (v.a.scale_layout == ScaleLayout::blocked_128x4) continue;
+    // The planner's 64-token tile (fp8-block128 tokens: their two-warpgroup instantiation), staged tokens.
+    run_and_check(v, make_spec(v, GroupLayout::contiguous, DataType::bf16, moe_groups({64, 40, 0}, 4096, 200), ++seed),
+                  MemoryLocation::device);
     v.path = KernelPath::staged;
     RunOptions tile;
     tile.tile_m = 32;

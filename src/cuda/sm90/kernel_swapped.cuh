@@ -80,9 +80,12 @@ struct SwappedCombination {
     if constexpr (kStaged) {
       if (block_m == 16 && block_n == 256) return f(Traits<16, 1, 4>{}), true;
       if (block_m == 32 && block_n == 256) return f(Traits<32, 1, 4>{}), true;
-      // fp8-block128 tokens hold a second set of accumulators (one stage's products): 64 x 256 and 32 x 384
-      // would spill.
-      if constexpr (AScales != ScaleGranularity::block128) {
+      // fp8-block128 tokens hold a second set of accumulators (one stage's products): 64 x 256 fits only on
+      // two warpgroups of two slabs (168 registers a thread) with half-slice fragments (mainloop_swapped.cuh);
+      // 32 x 384 would spill.
+      if constexpr (AScales == ScaleGranularity::block128) {
+        if (block_m == 64 && block_n == 256) return f(Traits<64, 2, 2>{}), true;
+      } else {
         if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
         if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
       }

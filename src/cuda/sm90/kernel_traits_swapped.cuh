@@ -38,7 +38,8 @@ namespace bsgemm::cuda {
 
 // APacked / AScales: the tokens (e2m1, or e4m3/e5m2 chosen at run time); BScales: the FP4 weights'.
 // Consumers: consumer warpgroups, two, or with staged tokens three or four, whose extra warps hide the
-// latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60).
+// latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60);
+// fp8-block128 tokens' 64-token tile takes two (its second set of accumulators: kernel_swapped.cuh).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2>
 struct SwappedKernelTraits {
   static_assert(Tokens == 16 || Tokens == 32 || Tokens == 64, "wgmma's N, and the epilogue's columns per pass");

@@ -33,9 +33,16 @@ struct SwappedMainloop {
   static constexpr int kSlabs = Traits::kSlabs;
   static constexpr int kSteps = kDecodedK / 16;
   static constexpr int kTokenChunksPerThread = Traits::kTokenChunks / (2 * kThreadsPerWarpgroup);
-  // A fragments of one slice: [slab][k16 step][register]; register 0: row g, slots j = 0, 1; 1: row g + 8,
-  // j = 0, 1; 2: row g, j = 2, 3; 3: row g + 8, j = 2, 3 (the PTX fragment layout of a 64x16 bf16 A).
-  using Fragments = std::uint32_t[kSlabs][kSteps][4];
+  // A fragments of one piece of a slice: [slab][k16 step][register]; register 0: row g, slots j = 0, 1;
+  // 1: row g + 8, j = 0, 1; 2: row g, j = 2, 3; 3: row g + 8, j = 2, 3 (the PTX fragment layout of a 64x16
+  // bf16 A). A piece is `Words` 4-byte code words of each of the thread's rows, two k16 steps per word: the
+  // whole 64-deep slice (2), or half of it (1).
+  template <int Words>
+  using FragmentsOf = std::uint32_t[kSlabs][2 * Words][4];
+  using Fragments = FragmentsOf<2>;
+  // The staged-token loop's piece: half slices where fp8-block128's second set of accumulators leaves no room
+  // for two sets of whole-slice fragments (64 tokens on two slabs: 64 + 64 accumulators, 168 registers).
+  static constexpr int kStagedPieceWords = Traits::kPromoteTokens && Traits::kBlockM == 64 ? 1 : 2;
 
   int consumer, warp, g, q;
   int decoder;  // this thread's index among the 256 token decoders
@@ -71,17 +78,29 @@ struct SwappedMainloop {
   static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
   static_assert(core::kTinyBf16Exponent == 126, "kNv16Lift and the mx32 multiply by 2^126");
 
-  // This thread's weights of half `half` of raw stage s: stored positions 64 half + 16 q .. + 15 of each
-  // of its rows, one 8-byte load each, decoded and scaled into fragments.
-  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int half, Fragments& frag) const {
-    uint2 codes[kSlabs][2];
+  // This thread's weights of piece `piece` of raw stage s: of half slice `half`, the stored positions
+  // 64 half + 16 q .. + 15 of each of its rows (whole slices: one 8-byte load each), or the eight at
+  // 64 half + 16 q + 8 w (half slices, w = piece % 2: one 4-byte load), decoded and scaled into fragments.
+  template <int Words = 2>
+  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int piece, FragmentsOf<Words>& frag) const {
+    constexpr int kPiecesPerSlice = 2 / Words;
+    const int half = piece / kPiecesPerSlice;
+    std::uint32_t codes[kSlabs][2][Words];
     float scale[kSlabs][2];
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
         const int row = weight_row(slab, upper);
-        codes[slab][upper] = *reinterpret_cast<const uint2*>(ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q);
+        const std::uint8_t* first =
+            ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q + 4 * Words * (piece % kPiecesPerSlice);
+        if constexpr (Words == 2) {
+          const uint2 both = *reinterpret_cast<const uint2*>(first);
+          codes[slab][upper][0] = both.x;
+          codes[slab][upper][1] = both.y;
+        } else {
+          codes[slab][upper][0] = *reinterpret_cast<const std::uint32_t*>(first);
+        }
         scale[slab][upper] = Traits::kBScales == ScaleGranularity::nv16 ? ss.sfb[s][4 * half + q][row]
                                                                         : ss.sfb[s][2 * half + q / 2][row];
       }
@@ -94,9 +113,9 @@ struct SwappedMainloop {
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
         for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= 2.0f;
-      if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two>(codes, scale, frag);
+      if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two, Words>(codes, scale, frag);
     }
-    scale_rows<ScaleSteps::one>(codes, scale, frag);
+    scale_rows<ScaleSteps::one, Words>(codes, scale, frag);
   }
 
   // How decoded codes (e2m1 x 2^-126) take their scale: one multiply by the scale lifted by
@@ -104,30 +123,30 @@ struct SwappedMainloop {
   enum class ScaleSteps { one, two };
   static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? kNv16Lift : 0x1p126f;
 
-  template <ScaleSteps Steps>
-  __device__ __forceinline__ static void scale_rows(const uint2 (&codes)[kSlabs][2], const float (&scale)[kSlabs][2],
-                                                    Fragments& frag) {
+  template <ScaleSteps Steps, int Words>
+  __device__ __forceinline__ static void scale_rows(const std::uint32_t (&codes)[kSlabs][2][Words],
+                                                    const float (&scale)[kSlabs][2], FragmentsOf<Words>& frag) {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
         // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
         // (kernel_traits_swapped.cuh).
-        std::uint32_t w[2][4];
-        core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].x, w[0]);
-        core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper].y, w[1]);
+        std::uint32_t w[Words][4];
+#pragma unroll
+        for (int h = 0; h < Words; ++h) core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper][h], w[h]);
         if constexpr (Steps == ScaleSteps::one) {
           const float lifted = scale[slab][upper] * kLift;
-          scale_bf16x2(w[0], lifted);
-          scale_bf16x2(w[1], lifted);
+#pragma unroll
+          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], lifted);
         } else {
-          scale_bf16x2(w[0], 0x1p126f);
-          scale_bf16x2(w[1], 0x1p126f);
-          scale_bf16x2(w[0], scale[slab][upper]);
-          scale_bf16x2(w[1], scale[slab][upper]);
+#pragma unroll
+          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], 0x1p126f);
+#pragma unroll
+          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], scale[slab][upper]);
         }
 #pragma unroll
-        for (int h = 0; h < 2; ++h)
+        for (int h = 0; h < Words; ++h)
 #pragma unroll
           for (int i = 0; i < 4; ++i) frag[slab][2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
       }
@@ -173,19 +192,21 @@ struct SwappedMainloop {
     }
   }
 
-  // The wgmma of one slice (the tokens' bf16 tile at `tokens`, weight fragments frag) into acc, as one
-  // commit group.
-  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const Fragments& frag, float (&acc)[kSlabs][kAcc],
-                                            bool fresh) const {
+  // The wgmma of one piece (the slice's tokens, a bf16 tile at `tokens`, from k16 step first_step on;
+  // weight fragments frag) into acc, as one commit group.
+  template <int Words = 2>
+  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const FragmentsOf<Words>& frag,
+                                            float (&acc)[kSlabs][kAcc], bool fresh, int first_step = 0) const {
     const std::uint64_t desc = ptx::make_smem_desc_sw128(tokens);
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < kSteps; ++step)
+    for (int step = 0; step < 2 * Words; ++step)
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
-        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
+        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * (first_step + step)),
+                 (fresh && step == 0) ? 0u : 1u);
     ptx::wgmma_commit();
   }
 
@@ -253,11 +274,11 @@ struct SwappedMainloop {
   // The column (token) of accumulator register i: m64nNk16's fragment holds columns 8 (i / 4) + 2 q + i % 2.
   __device__ int accumulator_token(int i) const { return 8 * (i / 4) + 2 * q + i % 2; }
 
-  // accumulate_tile with staged tokens: each half stage's wgmma read the tokens from the raw stage, which
-  // is released once both halves' wgmma are done. The next stage's first half is decoded under the second
-  // half's wgmma, so a warpgroup holds two raw stages for that long. fp8-block128 tokens (kPromoteTokens):
-  // each stage's wgmma start afresh in `partial`, added into acc times its tokens' scales of that stage
-  // before the stage is released.
+  // accumulate_tile with staged tokens: each piece's wgmma read the tokens from the raw stage, which is
+  // released once all its pieces' wgmma are done; each piece is decoded under the wgmma of the one before.
+  // The next stage's first piece is decoded under the last one's wgmma, so a warpgroup holds two raw stages
+  // for that long. fp8-block128 tokens (kPromoteTokens): each stage's wgmma start afresh in `partial`, added
+  // into acc times its tokens' scales of that stage before the stage is released.
   template <int Stages>
   __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                          int k_blocks, float (&acc)[kSlabs][kAcc]) const {
@@ -269,28 +290,39 @@ struct SwappedMainloop {
       if constexpr (kPromote) return partial;
       else return acc;
     }();
-    Fragments first_half, second_half;
+    constexpr int kWords = kStagedPieceWords;
+    constexpr int kPieces = 4 / kWords;  // per raw stage of two slices
+    FragmentsOf<kWords> frag[2];
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(products[slab]);
     };
-    const auto tokens = [&](int half) { return ss.raw[raw.index].a + half * Traits::kTokenHalfBytes; };
+    const auto issue = [&](int piece, bool fresh) {
+      const int half = piece * kWords / 2;
+      issue_mma<kWords>(ss.raw[raw.index].a + half * Traits::kTokenHalfBytes, frag[piece % 2], products, fresh,
+                        (2 * kWords * piece) % kSteps);
+    };
 
     pipe.consumer_wait(raw);
-    decode_weights(ss, raw.index, 0, first_half);
+    decode_weights<kWords>(ss, raw.index, 0, frag[0]);
     for (int kb = 0; kb < k_blocks; ++kb) {
-      issue_mma(tokens(0), first_half, products, kPromote || kb == 0);
-      decode_weights(ss, raw.index, 1, second_half);
-      retire();
-      issue_mma(tokens(1), second_half, products, false);
-      PipelineState<Stages> next = raw;
-      next.advance();
-      if (kb + 1 < k_blocks) {
-        pipe.consumer_wait(next);
-        decode_weights(ss, next.index, 0, first_half);
+      PipelineState<Stages> next;
+#pragma unroll
+      for (int piece = 0; piece < kPieces; ++piece) {
+        issue(piece, piece == 0 && (kPromote || kb == 0));
+        if (piece + 1 < kPieces) {
+          decode_weights<kWords>(ss, raw.index, piece + 1, frag[(piece + 1) % 2]);
+        } else {
+          next = raw;
+          next.advance();
+          if (kb + 1 < k_blocks) {
+            pipe.consumer_wait(next);
+            decode_weights<kWords>(ss, next.index, 0, frag[0]);
+          }
+        }
+        retire();
       }
-      retire();
       if constexpr (kPromote) {
         const float* scales = ss.sfa[raw.index][0];
 #pragma unroll
