@@ -8,7 +8,9 @@
 // An iteration is one raw stage and ends with nothing in flight (ptxas serializes wgmma otherwise).
 //
 // With staged tokens (Traits::kTokensStaged) the wgmma read the tokens straight from the raw stage: the
-// consumers only decode weights, and the warpgroups meet nowhere but at the raw stages' barriers.
+// consumers only decode weights, and the warpgroups meet nowhere but at the raw stages' barriers. That loop
+// walks a stage in pieces (whole slices, or half slices where fp8-block128 tokens' second set of
+// accumulators takes the registers of the second fragment set), each decoded under the wgmma of the last.
 // Weights are decoded by bit placement (core::e2m1x8_to_tiny_bf16_pairs, decode_weights), tokens through
 // the byte tables (core::e2m1x8_to_bf16_pairs), whose exact bf16 needs no accumulator scale.
 #pragma once
@@ -106,7 +108,7 @@ struct SwappedMainloop {
       }
     // mx32: one multiply where every scale of the warp's rows is at most 2 (2^(e + 126) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
-    // divergence, one vote per half stage.
+    // divergence, one vote per piece.
     if constexpr (Traits::kBScales == ScaleGranularity::mx32) {
       bool small = true;
 #pragma unroll
