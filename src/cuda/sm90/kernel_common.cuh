@@ -28,6 +28,22 @@ __device__ __forceinline__ Storage& align_shared_storage(std::uint8_t* shared_ra
   return *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
 }
 
+// The first steps of every GEMM kernel: its dynamic shared memory as its SharedStorage, then
+// wait_for_valid_records.
+template <class Storage>
+__device__ __forceinline__ Storage& gemm_shared_storage() {
+  extern __shared__ std::uint8_t shared_raw[];
+  return align_shared_storage<Storage>(shared_raw);
+}
+
+// Waits for the prepare kernel's group records, which it may still be writing (the GEMM kernel is launched
+// as its programmatic dependent), and says whether they passed validation; where a device-resident
+// description failed, the kernel writes nothing.
+__device__ __forceinline__ bool wait_for_valid_records(const KernelParams& p) {
+  ptx::wait_for_prerequisite_grids();
+  return p.status->failed_group == kNoFailure;
+}
+
 // Where the TMA producer reads a tile of group g from: the group's own maps (pointer-array form) or the
 // kernel's, the coordinates of the tile's first row of A and of B, and the number of k-blocks (128 bytes of
 // each row: 128 of K for 8-bit operands, 64 for staged bf16 ones, ElementBytes = 2).

@@ -143,14 +143,8 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
 
 template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
-  using Storage = typename Traits::SharedStorage;
-  extern __shared__ std::uint8_t shared_raw[];
-  auto& ss = align_shared_storage<Storage>(shared_raw);
-
-  // Launched while the prepare kernel may still run (programmatic dependent launch): its records first.
-  ptx::wait_for_prerequisite_grids();
-  // A device-resident description failed validation: write nothing.
-  if (p.status->failed_group != kNoFailure) return;
+  auto& ss = gemm_shared_storage<typename Traits::SharedStorage>();
+  if (!wait_for_valid_records(p)) return;
 
   run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
     decode_and_multiply<Traits>(p, ss, pipe, consumer);
