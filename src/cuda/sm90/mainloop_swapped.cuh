@@ -287,11 +287,10 @@ struct SwappedMainloop {
     zero_accumulators(acc);
     if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
     constexpr bool kPromote = Traits::kPromoteTokens;
-    float partial[kPromote ? kSlabs : 1][kPromote ? kAcc : 1];
-    auto& products = [&]() -> auto& {
-      if constexpr (kPromote) return partial;
-      else return acc;
-    }();
+    // The wgmma's accumulators: a stage's products apart (fp8-block128 tokens), else the tile's own. partial
+    // goes unused, and is not kept, where nothing is promoted.
+    float partial[kSlabs][kAcc];
+    float(&products)[kSlabs][kAcc] = kPromote ? partial : acc;
     constexpr int kWords = kStagedPieceWords;
     constexpr int kPieces = 4 / kWords;  // per raw stage of two slices
     FragmentsOf<kWords> frag[2];
