@@ -139,10 +139,12 @@ bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options)
          tokens_stage_runs(args);
 }
 
-// The register-operand kernel's tiles for fp8-block128 tokens (a second set of accumulators: kernel_swapped.cuh).
-bool promoted_tokens_tile(int block_m, int block_n) {
-  return (block_m == 16 || block_m == 32 || block_m == 64) && block_n == 256;
-}
+// The register-operand kernel's tiles that kernel path staged may force for fp8-block128 tokens (a second set
+// of accumulators: kernel_swapped.cuh; its 64-token tile is the planner's choice only, as for other tokens).
+bool promoted_tokens_tile(int block_m, int block_n) { return (block_m == 16 || block_m == 32) && block_n == 256; }
+
+// The register-operand kernel's tokens per tile for decode-sized groups of at most small_rows rows.
+int swapped_tile_tokens(std::int64_t small_rows) { return small_rows <= 32 ? 32 : 64; }
 
 // The workspace's staged operands (after workspace_layout's part): A as rows x staged_ld(K) bf16 per batch
 // (one batch contiguous, num_groups masked), B as num_groups x N x staged_ld(K).
@@ -371,7 +373,7 @@ void read_staged_tokens(Plan* plan, bool tile_chosen) {
     plan->kernel.block_n = 256;
     plan->reason += ", 16 tokens a tile";
   } else if (tile_chosen && promoted) {
-    plan->kernel.block_m = plan->small_rows <= 32 ? 32 : 64;  // 256 weights a tile (promoted_tokens_tile)
+    plan->kernel.block_m = swapped_tile_tokens(plan->small_rows);  // 256 weights a tile (kernel_swapped.cuh)
     plan->kernel.block_n = 256;
   }
   plan->stages = swapped_stages(plan->kernel);
@@ -417,7 +419,7 @@ Plan choose_plan(const GemmArguments& args, const RunOptions& options) {
     plan.kernel.swapped = true;
     plan.kernel.decode = true;
     if (!forced_swap) {
-      plan.kernel.block_m = plan.small_rows <= 32 ? 32 : 64;
+      plan.kernel.block_m = swapped_tile_tokens(plan.small_rows);
       plan.kernel.block_n = swapped_tile_weights(plan.kernel.block_m, plan.n_max, plan.kernel.b_scales);
     }
     plan.reason += "; FP4 weights in wgmma registers";
