@@ -129,6 +129,9 @@ fi
 
 # Probes last: they inform bench/NOTES.md, and the deadline may cut them, never the checks above.
 if want probes && [ $SMOKE_OK = 1 ]; then
+  # How much of the FP4 decode hides under wgmma on one SM, without memory traffic (bench/NOTES.md session 15).
+  step wgmma-overlap 60 ./build/bsgemm_probe_wgmma_overlap
+  while read -r line; do note "overlap $line"; done < <(grep "^|" "$OUT/wgmma-overlap.log")
   # Configurations other than the planner's on the largest case (bench/NOTES.md): a narrower tile.
   step bench-probes 90 bash -c 'for rt in fp8-block128:128,64 mxfp8:128,64 fp8-block128:64,256; do
       ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter prefill-uniform --backend cuda \

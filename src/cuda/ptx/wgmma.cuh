@@ -48,6 +48,9 @@ __device__ __forceinline__ std::uint64_t advance_desc(std::uint64_t desc, std::u
 template <int N, Fp8Kind A, Fp8Kind B>
 struct WgmmaFp8;
 
+template <int N>
+struct WgmmaFp8RegisterA;
+
 #include "src/cuda/ptx/wgmma_fp8.inc"
 
 template <int N>
