@@ -66,50 +66,39 @@ def bf16_wrapper(n):
     return wrapper(f"WgmmaBf16<{n}>", n // 2, f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16", "1, 1, 0, 0")
 
 
-def bf16_register_a_wrapper(n):
-    """A from four registers (eight bf16 of the thread's fragment), B from shared memory."""
+def register_a_wrapper(specialization, n, instruction, immediates):
+    """A from four registers of the thread's fragment, B from shared memory; `immediates` follow scale-d."""
     regs = n // 2
     outs = ", ".join(f"%{i}" for i in range(regs))
     constraints = ",\n          ".join(
         ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, regs))) for start in range(0, regs, 8))
     return f"""
 template <>
-struct WgmmaBf16RegisterA<{n}> {{
+struct {specialization} {{
   static __device__ __forceinline__ void mma(float (&d)[{regs}], const std::uint32_t (&a)[4], std::uint64_t desc_b,
                                              std::uint32_t scale_d) {{
     asm volatile(
         "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16\\n"
+        "{instruction}\\n"
         "{{{outs}}},\\n"
-        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1, 0;\\n}}\\n"
+        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, {immediates};\\n}}\\n"
         : {constraints}
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
   }}
 }};
 """
+
+
+def bf16_register_a_wrapper(n):
+    """Eight bf16 of A per thread; imm-trans-b 0."""
+    return register_a_wrapper(f"WgmmaBf16RegisterA<{n}>", n, f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16",
+                              "1, 1, 0")
 
 
 def fp8_register_a_wrapper(n):
-    """e4m3 x e4m3, A from four registers (sixteen e4m3 of the thread's fragment), B from shared memory."""
-    regs = n // 2
-    outs = ", ".join(f"%{i}" for i in range(regs))
-    constraints = ",\n          ".join(
-        ", ".join(f'"+f"(d[{i}])' for i in range(start, min(start + 8, regs))) for start in range(0, regs, 8))
-    return f"""
-template <>
-struct WgmmaFp8RegisterA<{n}> {{
-  static __device__ __forceinline__ void mma(float (&d)[{regs}], const std::uint32_t (&a)[4], std::uint64_t desc_b,
-                                             std::uint32_t scale_d) {{
-    asm volatile(
-        "{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{regs + 5}, 0;\\n"
-        "wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3\\n"
-        "{{{outs}}},\\n"
-        "{{%{regs}, %{regs + 1}, %{regs + 2}, %{regs + 3}}}, %{regs + 4}, p, 1, 1;\\n}}\\n"
-        : {constraints}
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d));
-  }}
-}};
-"""
+    """Sixteen e4m3 of A per thread, e4m3 B (FP8 wgmma has no transpose)."""
+    return register_a_wrapper(f"WgmmaFp8RegisterA<{n}>", n, f"wgmma.mma_async.sync.aligned.m64n{n}k32.f32.e4m3.e4m3",
+                              "1, 1")
 
 
 def main():
