@@ -45,7 +45,13 @@ def main():
     print("Peers: torch/cuBLAS (`../shared/bench/peers.py`, same call); DeepGEMM from design.md (same H200 model,")
     print("2026-11-29; it cannot be installed on the GPU machine). Ratios > 1 mean bsgemm is faster.")
     print("bsgemm times are medians of CUDA-event-timed calls with inputs rotated through copies larger than L2;")
-    print("each call includes the prepare kernel. Output bf16 everywhere.")
+    places = {r.get("descriptions", "host") for r in ours}
+    if places == {"host"}:
+        print("host-resident descriptions, so no call runs the prepare kernel; a staged call's time includes its")
+        print("staging pass. Output bf16 everywhere.")
+    else:
+        print("descriptions on the device for some rows, whose calls include the prepare kernel; a staged call's")
+        print("time includes its staging pass. Output bf16 everywhere.")
     print()
     print("| case | recipe | layout | bsgemm ms | bsgemm TFLOP/s | GB/s | check | best torch/cuBLAS FP8 | vs torch | DeepGEMM | vs DeepGEMM |")
     print("| --- | --- | --- | ---: | ---: | ---: | --- | --- | ---: | --- | ---: |")
