@@ -12,6 +12,7 @@
 #                each kernel's duration (ncu, warm caches: prepare against GEMM)
 #   REPS=N       the timings N times over, the builds alternating (default 1; --check the first time only)
 #   GPU_TIER=LABEL  that build gets the tests too and runs the GPU tier (ctest -R ^Gpu) after the timings
+#   GPU_TIER_FILTER  ctest's -R for that tier instead of ^Gpu (a few tests of a change, when time is short)
 set -uo pipefail
 export PATH=/usr/local/cuda/bin:$PATH
 JOBS=${JOBS:-$(nproc)}
@@ -21,6 +22,7 @@ CHECK_LABEL=${CHECK_LABEL:-}
 EXAMPLE=${EXAMPLE:-0}
 EXAMPLE_RECIPES=${EXAMPLE_RECIPES:-fp8-block128 mxfp8 nvfp4}
 GPU_TIER=${GPU_TIER:-}
+GPU_TIER_FILTER=${GPU_TIER_FILTER:-^Gpu}
 REPS=${REPS:-1}
 GTEST_ARGS=()
 [ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
@@ -62,7 +64,8 @@ done
 done
 
 if [ -n "$GPU_TIER" ]; then
-  timeout 300 ctest --test-dir "/tmp/compare-$GPU_TIER" -R "^Gpu" --timeout 250 -j 8 >"/tmp/compare-$GPU_TIER-gpu.log" 2>&1
+  timeout 300 ctest --test-dir "/tmp/compare-$GPU_TIER" -R "$GPU_TIER_FILTER" --timeout 250 -j 8 --output-on-failure \
+    >"/tmp/compare-$GPU_TIER-gpu.log" 2>&1
   echo "$GPU_TIER GPU tier: rc=$? $(grep -E 'tests passed|tests failed' "/tmp/compare-$GPU_TIER-gpu.log" | tail -1)"
   grep -E "\*\*\*Failed|Timeout" "/tmp/compare-$GPU_TIER-gpu.log" | head -10
 fi
