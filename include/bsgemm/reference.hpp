@@ -1,7 +1,8 @@
 // The CPU reference and the output check every back end is measured against.
 //
 // reference_gemm() computes D from the definition (problem.hpp) with fp64 products and fp64
-// accumulation: slow on purpose, simple enough to trust by reading.
+// accumulation over K in order: no tiling of K, no reordered sums, nothing a back end does to be
+// fast, so that it can be trusted by reading. It runs on all hardware threads.
 //
 // check_output() compares the D a back end wrote with expected values, element by element. The
 // error of element (m, n) is normalised by the largest value its terms could reach:
@@ -29,10 +30,11 @@ namespace bsgemm {
 // group.
 using ExpectedOutput = std::vector<std::vector<double>>;
 
-// D from the definition, in fp64, for host-resident arguments: fp64 products and sums, every
-// element and scale decoded as it is used. C is read when has_c is set (beta * C is added even
-// when beta is 0, as the definition says). Fails (and leaves `out` empty) when can_implement
-// would fail on the CPU back end.
+// D from the definition, in fp64, for host-resident arguments: each element the fp64 sum of its K
+// products of decoded elements and scales, in K order (bit for bit the same as decoding both factors
+// at every product). C is read when has_c is set (beta * C is added even when beta is 0, as the
+// definition says). Fails (and leaves `out` empty) when can_implement would fail on the CPU back
+// end, or with internal_error when the host's memory runs out.
 Status reference_gemm(const GemmArguments& args, ExpectedOutput* out);
 
 struct CheckOptions {

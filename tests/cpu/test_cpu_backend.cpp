@@ -273,6 +273,42 @@ TEST_P(CpuBackend, MatchesReference) {
   EXPECT_EQ(testing::written_outside_groups(workload), "");
 }
 
+// The reference decodes each row of A and column of B once per output block (reference.cpp); element by
+// element, decoding both factors at every product as the definition reads, the same products summed in the
+// same order must give the same doubles, bit for bit, on every case above.
+TEST_P(CpuBackend, ReferenceIsTheElementAtATimeSumBitForBit) {
+  const BackendCase& c = GetParam();
+  HostWorkload workload;
+  ASSERT_TRUE(HostWorkload::create(c.spec, &workload).ok());
+  const GemmArguments& args = workload.args();
+  ExpectedOutput expected;
+  ASSERT_TRUE(reference_gemm(args, &expected).ok());
+  const std::vector<core::ResolvedGroup> groups = cpu::resolve_host_groups(args);
+  ASSERT_EQ(expected.size(), groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const core::ResolvedGroup& group = groups[g];
+    const cpu::OperandView a = cpu::operand_a(args, group), b = cpu::operand_b(args, group);
+    ASSERT_EQ(expected[g].size(), static_cast<std::size_t>(std::int64_t{group.l} * group.m * group.n));
+    for (std::int64_t l = 0; l < group.l; ++l)
+      for (std::int64_t m = 0; m < group.m; ++m)
+        for (std::int64_t n = 0; n < group.n; ++n) {
+          double sum = 0;
+          for (std::int64_t k = 0; k < group.k; ++k)
+            sum += cpu::decoded_value(a, l, m, k) * cpu::decoded_value(b, l, n, k);
+          double want = static_cast<double>(group.alpha) * sum;
+          if (args.has_c) {
+            const std::int64_t c_index =
+                l * group.c.batch_stride + core::matrix_offset(args.d_major == Major::n, m, n, group.c.ld);
+            want += static_cast<double>(group.beta) * static_cast<double>(load_value(args.d_type, group.c.data, c_index));
+          }
+          const double got = expected[g][static_cast<std::size_t>((l * group.m + m) * group.n + n)];
+          ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0)
+              << "group " << g << ", batch " << l << ", row " << m << ", column " << n << ": " << got << " against "
+              << want;
+        }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Random, CpuBackend, ::testing::ValuesIn(backend_cases()),
                          [](const ::testing::TestParamInfo<BackendCase>& param_info) { return param_info.param.name; });
 
