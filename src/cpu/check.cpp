@@ -153,15 +153,14 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
       const std::size_t s = slab_of(column_task_begin, task);
       Slab& slab = slabs[s];
       const core::ResolvedGroup& group = groups[static_cast<std::size_t>(slab.group)];
-      const cpu::OperandView b = cpu::operand_b(args, group);
+      const cpu::RowDecoder b(cpu::operand_b(args, group));
+      std::vector<double> column(static_cast<std::size_t>(group.k));
       const std::int64_t n0 = (task - column_task_begin[s]) * kColumnsPerTask;
       const std::int64_t n1 = std::min<std::int64_t>(n0 + kColumnsPerTask, group.n);
       for (std::int64_t n = n0; n < n1; ++n) {
+        b.decode_row(slab.batch, n, group.k, column.data());
         double sum = 0;
-        for (std::int64_t k = 0; k < group.k; ++k) {
-          const double v = cpu::decoded_value(b, slab.batch, n, k);
-          sum += v * v;
-        }
+        for (const double v : column) sum += v * v;
         slab.b_norms[static_cast<std::size_t>(n)] = std::sqrt(sum);
       }
     });
@@ -180,18 +179,17 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
       const Slab& slab = slabs[s];
       const core::ResolvedGroup& group = groups[static_cast<std::size_t>(slab.group)];
       const std::vector<double>& want = expected[static_cast<std::size_t>(slab.group)];
-      const cpu::OperandView a = cpu::operand_a(args, group);
+      const cpu::RowDecoder a(cpu::operand_a(args, group));
+      std::vector<double> row(static_cast<std::size_t>(group.k));
       const double alpha = std::fabs(static_cast<double>(group.alpha));
       const double beta = static_cast<double>(group.beta);
       Partial& partial = partials[static_cast<std::size_t>(worker)];
       const std::int64_t m0 = (task - row_task_begin[s]) * kRowsPerTask;
       const std::int64_t m1 = std::min<std::int64_t>(m0 + kRowsPerTask, group.m);
       for (std::int64_t m = m0; m < m1; ++m) {
+        a.decode_row(slab.batch, m, group.k, row.data());
         double sum = 0;
-        for (std::int64_t k = 0; k < group.k; ++k) {
-          const double v = cpu::decoded_value(a, slab.batch, m, k);
-          sum += v * v;
-        }
+        for (const double v : row) sum += v * v;
         const double a_norm = std::sqrt(sum);
         for (std::int64_t n = 0; n < group.n; ++n) {
           const std::int64_t offset = core::matrix_offset(d_n_contiguous, m, n, group.d.ld);

@@ -1,13 +1,14 @@
 // The fp64 reference: D from the definition in problem.hpp.
 //
-// Every element and block scale is decoded by cpu::decoded_value, straight from the definition. Products
-// of two decoded values (each an fp32 value times an fp32 scale) are exact in fp64 and the sums carry 53
-// bits, so the result is the exact one to within far less than any back end's rounding. Element (m, n) is
-// the fp64 sum of its K products taken in order k = 0, 1, ..., K - 1. Rather than decoding its two
-// factors at every product, a block of the output decodes the columns of B and each row of A it needs once
-// and reuses them: the same doubles multiplied and summed in the same order, so the result is bit for bit
-// the element-at-a-time one (a CPU test compares the two), at a small fraction of the decodes; the
-// blocks run on all hardware threads.
+// Every element and block scale is decoded as cpu::decoded_value decodes it, straight from the
+// definition (cpu::RowDecoder, a row at a time, gives the same values bit for bit). Products of two
+// decoded values (each an fp32 value times an fp32 scale) are exact in fp64 and the sums carry 53 bits,
+// so the result is the exact one to within far less than any back end's rounding. Element (m, n) is the
+// fp64 sum of its K products taken in order k = 0, 1, ..., K - 1. Rather than decoding its two factors at
+// every product, a block of the output decodes the columns of B and each row of A it needs once and
+// reuses them: the same doubles multiplied and summed in the same order, so the result is bit for bit the
+// element-at-a-time one (a CPU test compares the two), at a small fraction of the decodes; the blocks run
+// on all hardware threads.
 #include <algorithm>
 #include <cstdint>
 #include <new>
@@ -73,17 +74,15 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out) {
       const std::int64_t n0 = (block - slab.first_block) % column_blocks * kBlockColumns;
       const std::int64_t m1 = std::min<std::int64_t>(m0 + kBlockRows, group.m);
       const std::int64_t n1 = std::min<std::int64_t>(n0 + kBlockColumns, group.n);
-      const cpu::OperandView a = cpu::operand_a(args, group);
-      const cpu::OperandView b = cpu::operand_b(args, group);
+      const cpu::RowDecoder a(cpu::operand_a(args, group));
+      const cpu::RowDecoder b(cpu::operand_b(args, group));
       // b_columns[(n - n0) K + k] and a_row[k]: the decoded values every product of the block uses.
       std::vector<double> b_columns(static_cast<std::size_t>((n1 - n0) * k_count));
       std::vector<double> a_row(static_cast<std::size_t>(k_count));
-      for (std::int64_t n = n0; n < n1; ++n)
-        for (std::int64_t k = 0; k < k_count; ++k)
-          b_columns[static_cast<std::size_t>((n - n0) * k_count + k)] = cpu::decoded_value(b, l, n, k);
+      for (std::int64_t n = n0; n < n1; ++n) b.decode_row(l, n, k_count, b_columns.data() + (n - n0) * k_count);
       std::vector<double>& d = result[slab.group];
       for (std::int64_t m = m0; m < m1; ++m) {
-        for (std::int64_t k = 0; k < k_count; ++k) a_row[static_cast<std::size_t>(k)] = cpu::decoded_value(a, l, m, k);
+        a.decode_row(l, m, k_count, a_row.data());
         for (std::int64_t n = n0; n < n1; ++n) {
           const double* b_column = b_columns.data() + (n - n0) * k_count;
           double sum = 0;

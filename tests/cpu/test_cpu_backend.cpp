@@ -273,9 +273,10 @@ TEST_P(CpuBackend, MatchesReference) {
   EXPECT_EQ(testing::written_outside_groups(workload), "");
 }
 
-// The reference decodes each row of A and column of B once per output block (reference.cpp); element by
-// element, decoding both factors at every product as the definition reads, the same products summed in the
-// same order must give the same doubles, bit for bit, on every case above.
+// The reference decodes each row of A and column of B once per output block, through cpu::RowDecoder
+// (reference.cpp); element by element, decoding both factors at every product with cpu::decoded_value as
+// the definition reads, the same products summed in the same order must give the same doubles, bit for
+// bit, on every case above.
 TEST_P(CpuBackend, ReferenceIsTheElementAtATimeSumBitForBit) {
   const BackendCase& c = GetParam();
   HostWorkload workload;
