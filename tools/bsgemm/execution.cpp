@@ -22,10 +22,11 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
-// The fp64 reference decodes both operands afresh for every product and runs on one thread: about
-// 4e7 multiply-adds per second on one core of a 2-core CI machine. Up to this many it finishes in
-// two or three seconds there.
-constexpr double kQuickExactMultiplyAdds = 1e8;
+// The fp64 reference's cost in thread-seconds (measured on the 2-core CI machine): about 0.5 ns a
+// multiply-add and 1 ns a decoded value, of which it decodes B's columns once per 32 rows of D and A's
+// rows once per 64 columns (reference.cpp's blocks). Up to 5 thread-seconds it finishes in two or three
+// seconds there, and in well under one on the GPU machine's 16 cores.
+constexpr double kSecondsPerMultiplyAdd = 0.5e-9, kSecondsPerDecode = 1e-9, kQuickExactThreadSeconds = 5.0;
 
 // Cold-L2 timing: between two runs on the same copy, at least this many bytes of other copies are
 // read (over 4x the 50 MB L2 of an H100 or H200), and all copies together stay under the budget.
@@ -223,7 +224,14 @@ double multiply_adds(const testing::WorkloadSpec& spec) {
   return total;
 }
 
-bool exact_reference_is_quick(const testing::WorkloadSpec& spec) { return multiply_adds(spec) <= kQuickExactMultiplyAdds; }
+bool exact_reference_is_quick(const testing::WorkloadSpec& spec) {
+  double decodes = 0;
+  for (const testing::GroupShape& g : spec.groups) {
+    const double m = g.m, n = g.n, k = g.k, l = g.l;
+    if (g.m > 0) decodes += l * (std::ceil(m / 32) * n * k + std::ceil(n / 64) * m * k);
+  }
+  return multiply_adds(spec) * kSecondsPerMultiplyAdd + decodes * kSecondsPerDecode <= kQuickExactThreadSeconds;
+}
 
 Status check_workload(const testing::HostWorkload& host, bool exact, std::optional<double> tolerance, int threads,
                       Progress& progress, CheckOutcome* out) {

@@ -104,7 +104,7 @@ int cold_l2_copies(std::size_t bytes_per_copy, int runs);
 // Sum of M * N * K * L over the groups.
 double multiply_adds(const testing::WorkloadSpec& spec);
 
-// Whether the fp64 reference (single-threaded) checks this workload in a few seconds.
+// Whether the fp64 reference checks this workload in a few seconds on the 2-core CI machine.
 bool exact_reference_is_quick(const testing::WorkloadSpec& spec);
 
 struct CheckOutcome {
