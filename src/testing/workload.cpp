@@ -193,6 +193,10 @@ struct RowRange {
   std::int64_t row0 = 0, row1 = 0;
 };
 
+// The most bytes of nvfp4 operands' values kept from the pass that takes their amax to their
+// quantization (beyond it they are drawn twice): 4 GiB, which the decode benchmark's 940 million weights fit.
+constexpr std::int64_t kKeptDrawBytes = std::int64_t{4} << 30;
+
 // Rows per quantization range: about 2^20 values, a multiple of 128, and for fp8-block128 B in the
 // blocked layout a multiple of 128 scale rows (128 * 128 rows) so that no atom is split.
 std::int64_t rows_per_range(const OperandFill& f) {
@@ -508,15 +512,23 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
     std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads));
     const std::vector<RowRange> ranges = split_rows(operands, &rows_per_range);
 
-    // nvfp4: the amax of every (group, operand) over all its batches and ranges, then s_g.
+    // nvfp4: the amax of every (group, operand) over all its batches and ranges, then s_g. The values
+    // drawn for it are kept for the quantization below while they fit kKeptDrawBytes, else drawn again.
     std::vector<float> global_scale(static_cast<std::size_t>(2 * groups), 1.0f);
+    std::vector<std::vector<float>> kept(ranges.size());
     if (spec.a_type.recipe == Recipe::nvfp4 || spec.b_type.recipe == Recipe::nvfp4) {
+      std::int64_t nvfp4_values = 0;
+      for (const RowRange& range : ranges) {
+        const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
+        if (f.type.recipe == Recipe::nvfp4) nvfp4_values += (range.row1 - range.row0) * f.k;
+      }
+      const bool keep = nvfp4_values * static_cast<std::int64_t>(sizeof(float)) <= kKeptDrawBytes;
       std::vector<float> range_amax(ranges.size(), 0.0f);
       cpu::parallel_for(static_cast<std::int64_t>(ranges.size()), threads, [&](std::int64_t t, int worker) {
         const RowRange& range = ranges[static_cast<std::size_t>(t)];
         const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
         if (f.type.recipe != Recipe::nvfp4) return;
-        std::vector<float>& values = scratch[static_cast<std::size_t>(worker)];
+        std::vector<float>& values = keep ? kept[static_cast<std::size_t>(t)] : scratch[static_cast<std::size_t>(worker)];
         draw_rows(f, range, spec, values);
         float amax = 0.0f;
         for (const float v : values) amax = std::max(amax, std::fabs(v));
@@ -540,7 +552,12 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
       const RowRange& range = ranges[static_cast<std::size_t>(t)];
       const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
       std::vector<float>& values = scratch[static_cast<std::size_t>(worker)];
-      draw_rows(f, range, spec, values);
+      if (kept[static_cast<std::size_t>(t)].empty()) {
+        draw_rows(f, range, spec, values);
+      } else {
+        values.swap(kept[static_cast<std::size_t>(t)]);
+        kept[static_cast<std::size_t>(t)] = std::vector<float>();  // its memory goes now, not at the end
+      }
       QuantizeOptions options = spec.quantize;
       float returned_scale = 1.0f;
       if (f.type.recipe == Recipe::nvfp4) options.nvfp4_global_scale = global_scale[static_cast<std::size_t>(f.owner)];
