@@ -7,7 +7,8 @@
 #       bash scripts/compare-builds.sh main=. ilp=.wt/decode-ilp
 # Each LABEL=DIR is built into /tmp/compare-LABEL, the builds in parallel. Output lines are "LABEL <line>".
 #   BENCH_ARGS   options of `bsgemm bench` (default: fp8-block128 and mxfp8 on every case); empty: no bench
-#   CHECK_LABEL  this build's bench outputs are checked (--check); the others are only timed
+#   CHECK_LABEL  these builds' bench outputs are checked (--check; labels separated by commas); the others are
+#                only timed
 #   EXAMPLE=1    the reference system's example per recipe in EXAMPLE_RECIPES: the tool's median time and
 #                each kernel's duration (ncu, warm caches: prepare against GEMM)
 #   REPS=N       the timings N times over, the builds alternating (default 1; --check the first time only)
@@ -51,7 +52,7 @@ for spec in "$@"; do
   bin=/tmp/compare-$label/bsgemm
   if [ -n "$BENCH_ARGS" ]; then
     check=()
-    [ "$label" = "$CHECK_LABEL" ] && [ "$round" = 1 ] && check=(--check)
+    [[ ",$CHECK_LABEL," == *",$label,"* ]] && [ "$round" = 1 ] && check=(--check)
     # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
     timeout 200 "$bin" bench --cases "$CASES" --backend cuda $BENCH_ARGS "${check[@]}" 2>/dev/null |
       grep -E '^[a-z]+-' | sed "s/^/$label /"
