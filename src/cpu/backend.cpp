@@ -134,16 +134,6 @@ constexpr std::int64_t kDecodeTaskFloats = std::int64_t{1} << 15;
 // what starting a thread costs, so small calls run on fewer threads (or only the caller's).
 constexpr double kMultiplyAddsPerWorker = 0x1p22;
 
-// fp32 value of every code of an element format (256 entries; e2m1 uses the first 16).
-struct DecodeTable {
-  float value[256];
-  explicit DecodeTable(DataType element) {
-    const int codes = bits_of(element) == 4 ? 16 : 256;
-    for (int code = 0; code < 256; ++code)
-      value[code] = code < codes ? decode(element, static_cast<std::uint8_t>(code)) : 0.0f;
-  }
-};
-
 // Rows [row0, row1) of one operand of one (group, batch), decoded into micro-panels of `width`
 // rows at `offset` floats into the wave's panel memory.
 struct PanelJob {

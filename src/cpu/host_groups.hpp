@@ -89,16 +89,23 @@ inline double decoded_value(const OperandView& op, std::int64_t batch, std::int6
   return static_cast<double>(value) * static_cast<double>(scale);
 }
 
+// fp32 value of every code of an element format (256 entries; e2m1 uses the first 16).
+struct DecodeTable {
+  float value[256];
+  explicit DecodeTable(DataType element) {
+    const int codes = bits_of(element) == 4 ? 16 : 256;
+    for (int code = 0; code < 256; ++code)
+      value[code] = code < codes ? decode(element, static_cast<std::uint8_t>(code)) : 0.0f;
+  }
+};
+
 // Rows of one operand decoded as decoded_value decodes them, at a fraction of the cost: each element's
-// code through a table of decode()'s values for its type, each block's scale read once. The same fp32
-// factors multiplied in fp64, so every value is decoded_value's bit for bit (the CPU tier compares the
-// reference, which decodes its rows this way, with element-at-a-time sums of decoded_value).
+// code through a DecodeTable, each block's scale read once. The same fp32 factors multiplied in fp64, so
+// every value is decoded_value's bit for bit (the CPU tier compares the reference, which decodes its rows
+// this way, with element-at-a-time sums of decoded_value).
 class RowDecoder {
  public:
-  explicit RowDecoder(const OperandView& op) : op_(op) {
-    for (int code = 0; code < (1 << bits_of(op.type.element)); ++code)
-      table_[code] = decode(op.type.element, static_cast<std::uint8_t>(code));
-  }
+  explicit RowDecoder(const OperandView& op) : op_(op), table_(op.type.element) {}
 
   // out[k] = decoded_value(op, batch, row, k) for every k in [0, k_count).
   void decode_row(std::int64_t batch, std::int64_t row, std::int64_t k_count, double* out) const {
@@ -113,14 +120,14 @@ class RowDecoder {
       for (std::int64_t k = k0; k < k1; ++k) {
         const std::int64_t index =
             batch * op_.data.batch_stride + core::matrix_offset(op_.k_contiguous, row, k, op_.data.ld);
-        out[k] = static_cast<double>(table_[load_code(op_.type.element, op_.data.data, index)]) * scale;
+        out[k] = static_cast<double>(table_.value[load_code(op_.type.element, op_.data.data, index)]) * scale;
       }
     }
   }
 
  private:
   OperandView op_;
-  float table_[256] = {};
+  DecodeTable table_;
 };
 
 }  // namespace bsgemm::cpu
