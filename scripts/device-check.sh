@@ -69,7 +69,7 @@ fi
 
 if want gpu-tests && [ $SMOKE_OK = 1 ]; then
   # One process per test (ctest), so that a hang costs one test's time limit, not the call; several at
-  # once, since the fp64 reference on the CPU is most of their time.
+  # once, since their CPU work (inputs, the fp64 reference, the check) is most of their time.
   step gpu-tests 300 ctest --test-dir build -R "^Gpu" --timeout 250 -j 8 -V
   note "gpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/gpu-tests.log" | tail -1)"
   # The largest normalised error seen per recipe variant and output type (README "Accuracy").

@@ -151,8 +151,8 @@ std::vector<GroupShape> moe_groups(std::vector<std::int32_t> ms, std::int32_t n,
 }
 
 // The tests that cover every recipe variant run once per variant, so that ctest runs the variants in
-// parallel (the fp64 reference on the CPU is most of their time). Each names its cases' seeds from a
-// base of its own plus 100 per variant.
+// parallel (the CPU's work, drawing the inputs, the fp64 reference and the check, is most of their time).
+// Each names its cases' seeds from a base of its own plus 100 per variant.
 class GpuVariantTest : public ::testing::TestWithParam<std::size_t> {
  protected:
   static RecipeVariant variant() { return recipe_variants()[GetParam()]; }
