@@ -85,12 +85,6 @@ double normalised_error(double d, double r, double scale) {
   return std::fabs(d - r) / scale;
 }
 
-// The slab a task belongs to, given each slab's first task (and the total at the end).
-std::size_t slab_of(const std::vector<std::int64_t>& first_task, std::int64_t task) {
-  return static_cast<std::size_t>(std::upper_bound(first_task.begin(), first_task.end(), task) - first_task.begin()) -
-         1;
-}
-
 std::string format(const char* pattern, double value) {
   char text[64];
   std::snprintf(text, sizeof text, pattern, value);
@@ -150,7 +144,7 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
       column_task_begin[s + 1] = column_task_begin[s] + (n + kColumnsPerTask - 1) / kColumnsPerTask;
     }
     cpu::parallel_for(column_task_begin.back(), options.threads, [&](std::int64_t task, int) {
-      const std::size_t s = slab_of(column_task_begin, task);
+      const std::size_t s = cpu::range_of_task(column_task_begin, task);
       Slab& slab = slabs[s];
       const core::ResolvedGroup& group = groups[static_cast<std::size_t>(slab.group)];
       const cpu::RowDecoder b(cpu::operand_b(args, group));
@@ -175,7 +169,7 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
     const bool d_n_contiguous = args.d_major == Major::n;
     const double tolerance = report.tolerance;
     cpu::parallel_for(row_task_begin.back(), options.threads, [&](std::int64_t task, int worker) {
-      const std::size_t s = slab_of(row_task_begin, task);
+      const std::size_t s = cpu::range_of_task(row_task_begin, task);
       const Slab& slab = slabs[s];
       const core::ResolvedGroup& group = groups[static_cast<std::size_t>(slab.group)];
       const std::vector<double>& want = expected[static_cast<std::size_t>(slab.group)];

@@ -89,6 +89,12 @@ inline double decoded_value(const OperandView& op, std::int64_t batch, std::int6
   return static_cast<double>(value) * static_cast<double>(scale);
 }
 
+// The fp64 reference's output blocks (reference.cpp): each decodes the columns of B it needs and each row of
+// A once, so B is decoded once per kReferenceBlockRows rows of D and A once per kReferenceBlockColumns
+// columns (which the tool's estimate of the reference's time counts).
+inline constexpr std::int64_t kReferenceBlockRows = 32;
+inline constexpr std::int64_t kReferenceBlockColumns = 64;
+
 // fp32 value of every code of an element format (256 entries; e2m1 uses the first 16).
 struct DecodeTable {
   float value[256];

@@ -56,4 +56,11 @@ void parallel_for(std::int64_t count, int threads, Fn&& fn) {
   if (failure) std::rethrow_exception(failure);
 }
 
+// The range that task `task` falls in, given each range's first task in order and the total count at the
+// end (tasks handed out over several ranges of uneven size, e.g. one per group and batch).
+inline std::size_t range_of_task(const std::vector<std::int64_t>& first_task, std::int64_t task) {
+  const auto after = std::upper_bound(first_task.begin(), first_task.end(), task);
+  return static_cast<std::size_t>(after - first_task.begin()) - 1;
+}
+
 }  // namespace bsgemm::cpu

@@ -25,16 +25,15 @@
 namespace bsgemm {
 namespace {
 
-// An output block: rows of D per block and its columns, whose decoded columns of B (kBlockColumns x K
-// doubles) a block holds while it runs.
-constexpr std::int64_t kBlockRows = 32;
-constexpr std::int64_t kBlockColumns = 64;
+// An output block: kBlockRows rows of D by kBlockColumns columns, whose decoded columns of B (kBlockColumns
+// x K doubles) it holds while it runs.
+constexpr std::int64_t kBlockRows = cpu::kReferenceBlockRows;
+constexpr std::int64_t kBlockColumns = cpu::kReferenceBlockColumns;
 
-// One batch of one non-empty group, and the index of its first block among all groups' blocks.
+// One batch of one non-empty group.
 struct Slab {
   std::size_t group = 0;
   std::int64_t batch = 0;
-  std::int64_t first_block = 0;
 };
 
 }  // namespace
@@ -51,7 +50,7 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out) {
   const bool d_n_contiguous = args.d_major == Major::n;
   try {
     std::vector<Slab> slabs;
-    std::int64_t blocks = 0;
+    std::vector<std::int64_t> first_block{0};  // each slab's first block, then the total
     ExpectedOutput result(groups.size());
     for (std::size_t g = 0; g < groups.size(); ++g) {
       const core::ResolvedGroup& group = groups[g];
@@ -60,18 +59,18 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out) {
       const std::int64_t row_blocks = (group.m + kBlockRows - 1) / kBlockRows;
       const std::int64_t per_batch = row_blocks * ((group.n + kBlockColumns - 1) / kBlockColumns);
       for (std::int64_t l = 0; l < group.l; ++l) {
-        slabs.push_back(Slab{g, l, blocks});
-        blocks += per_batch;
+        slabs.push_back(Slab{g, l});
+        first_block.push_back(first_block.back() + per_batch);
       }
     }
-    cpu::parallel_for(blocks, 0, [&](std::int64_t block, int) {
-      const Slab& slab = *(std::upper_bound(slabs.begin(), slabs.end(), block,
-                                            [](std::int64_t b, const Slab& s) { return b < s.first_block; }) - 1);
+    cpu::parallel_for(first_block.back(), 0, [&](std::int64_t block, int) {
+      const std::size_t s = cpu::range_of_task(first_block, block);
+      const Slab& slab = slabs[s];
       const core::ResolvedGroup& group = groups[slab.group];
       const std::int64_t k_count = group.k, l = slab.batch;
       const std::int64_t column_blocks = (group.n + kBlockColumns - 1) / kBlockColumns;
-      const std::int64_t m0 = (block - slab.first_block) / column_blocks * kBlockRows;
-      const std::int64_t n0 = (block - slab.first_block) % column_blocks * kBlockColumns;
+      const std::int64_t m0 = (block - first_block[s]) / column_blocks * kBlockRows;
+      const std::int64_t n0 = (block - first_block[s]) % column_blocks * kBlockColumns;
       const std::int64_t m1 = std::min<std::int64_t>(m0 + kBlockRows, group.m);
       const std::int64_t n1 = std::min<std::int64_t>(n0 + kBlockColumns, group.n);
       const cpu::RowDecoder a(cpu::operand_a(args, group));

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "src/cpu/host_groups.hpp"
 #include "src/testing/json.hpp"
 #include "tools/bsgemm/options.hpp"
 
@@ -23,9 +24,10 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The fp64 reference's cost in thread-seconds (measured on the 2-core CI machine): about 0.5 ns a
-// multiply-add and 1 ns a decoded value, of which it decodes B's columns once per 32 rows of D and A's
-// rows once per 64 columns (reference.cpp's blocks). Up to 5 thread-seconds it finishes in two or three
-// seconds there, and in well under one on the GPU machine's 16 cores.
+// multiply-add and 1 ns a decoded value, of which it decodes B's columns once per block of rows of D and
+// A's rows once per block of columns (cpu::kReferenceBlockRows, kReferenceBlockColumns). Up to 5
+// thread-seconds it finishes in two or three seconds there, and in well under one on the GPU machine's 16
+// cores.
 constexpr double kSecondsPerMultiplyAdd = 0.5e-9, kSecondsPerDecode = 1e-9, kQuickExactThreadSeconds = 5.0;
 
 // Cold-L2 timing: between two runs on the same copy, at least this many bytes of other copies are
@@ -228,7 +230,9 @@ bool exact_reference_is_quick(const testing::WorkloadSpec& spec) {
   double decodes = 0;
   for (const testing::GroupShape& g : spec.groups) {
     const double m = g.m, n = g.n, k = g.k, l = g.l;
-    if (g.m > 0) decodes += l * (std::ceil(m / 32) * n * k + std::ceil(n / 64) * m * k);
+    const double b_passes = std::ceil(m / cpu::kReferenceBlockRows);
+    const double a_passes = std::ceil(n / cpu::kReferenceBlockColumns);
+    if (g.m > 0) decodes += l * (b_passes * n * k + a_passes * m * k);
   }
   return multiply_adds(spec) * kSecondsPerMultiplyAdd + decodes * kSecondsPerDecode <= kQuickExactThreadSeconds;
 }
