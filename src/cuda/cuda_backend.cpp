@@ -43,6 +43,7 @@ struct Plan {
   std::int64_t n_max = 0;       // the largest group N the host can see (1 << 30 when unknown)
   int grid = 0;
   int stages = 0;
+  bool scale_codes_by_tma = false;  // B's scale codes come by TMA (scale_codes_by_tma_applies)
   std::string reason;
 };
 
@@ -482,14 +483,16 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   return Status::success();
 }
 
-// The FP8 kernel's output map for the MoE forms (KernelParams::d_map): 16-bit n-major D as (N, rows,
-// batches) in 64 x 64 boxes, 128-byte swizzled, for the TMA-store epilogue. False where that epilogue does
-// not apply (other kernels and recipes, C, f32 or m-major D) or TMA cannot address D (alignment, stride
-// limits); the other epilogues then write every tile.
+// The output map of the TMA-store epilogues for the MoE forms (KernelParams::d_map): 16-bit n-major D as
+// (N, rows, batches), 128-byte swizzled, in boxes of 64 columns by 64 rows (the FP8 kernel's fp8-block128
+// tiles) or by the tile's tokens (the register-operand kernel's staged-token tiles 256 weights wide,
+// epilogue.cuh's store_transposed_slab). False where neither applies (other kernels and recipes, C, f32 or m-major D) or
+// TMA cannot address D (alignment, stride limits); the other epilogues then write every tile.
 bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
                        const core::ResolvedGroup& whole) {
-  if (kernel.swapped || kernel.decode || !tma_store_epilogue(kernel.scales) || args.has_c || args.d_major != Major::n ||
-      args.d_type == DataType::f32)
+  const bool transposed_slabs = kernel.swapped && reads_staged_tokens(kernel) && transposed_slab_stores(kernel.block_n);
+  const bool fp8_boxes = !kernel.swapped && !kernel.decode && tma_store_epilogue(kernel.scales);
+  if (!(transposed_slabs || fp8_boxes) || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
     return false;
   const bool masked = args.layout == GroupLayout::masked;
   const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
@@ -503,11 +506,33 @@ bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const Kernel
   const cuuint64_t dims[3] = {static_cast<cuuint64_t>(args.moe.n), static_cast<cuuint64_t>(rows),
                               static_cast<cuuint64_t>(masked ? std::max(args.moe.num_groups, 1) : 1)};
   const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
-  const cuuint32_t box[3] = {kEpilogueBoxColumns, 64, 1};
+  const cuuint32_t box[3] = {kEpilogueBoxColumns, static_cast<cuuint32_t>(transposed_slabs ? kernel.block_m : 64), 1};
   const cuuint32_t element_strides[3] = {1, 1, 1};
   return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, args.moe.d, dims, strides, box, element_strides,
                 CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// B's scale codes as (codes, N, experts) for the register-operand kernel's kScaleCodesByTma
+// (kernel_traits_swapped.cuh): boxes of kScaleCodeWindow codes by the tile's `box_rows` weights, as stored
+// (no swizzle), zeros past the last code of K and past N. The call has passed scale_codes_by_tma_applies.
+Status encode_scale_code_map(CUtensorMap* map, const GemmArguments& args, const core::ResolvedGroup& whole, int box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr)
+    return Status::error(StatusCode::cuda_error, -1, "", "the driver does not provide cuTensorMapEncodeTiled");
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(std::max<std::int64_t>(scale_cols(args.b_type.recipe, args.moe.k), 1)),
+                              static_cast<cuuint64_t>(std::max(args.moe.n, 1)),
+                              static_cast<cuuint64_t>(std::max(args.moe.num_groups, 1))};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(whole.sfb.ld), static_cast<cuuint64_t>(whole.sfb.batch_stride)};
+  const cuuint32_t box[3] = {kScaleCodeWindow, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 3, const_cast<void*>(args.moe.sfb), dims, strides, box,
+                            element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_NONE,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return Status::error(StatusCode::cuda_error, -1, "sfb",
+                         "cuTensorMapEncodeTiled failed for B's scale codes with CUresult " + std::to_string(r));
+  return Status::success();
 }
 
 // Copies a host array into the workspace (host-resident descriptions) and returns its device address.
@@ -727,6 +752,23 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
   return staged_tokens(args, workspace_layout(group_count(args)).total).end;
 }
 
+// Whether the register-operand kernel of `k` takes B's scale codes by TMA (kernel_traits_swapped.cuh's
+// kScaleCodesByTma; measured -7 to -13% against the scale loaders' gathers, bench/NOTES.md version 23): its
+// staged-token tiles 256 weights wide but fp8-block128 tokens' 32-token tile, in the MoE forms, with B's codes
+// linear and their base, rows and experts 16-byte aligned, as TMA needs of a map. The loaders fetch them
+// elsewhere.
+bool scale_codes_by_tma_applies(const GemmArguments& args, const KernelChoice& k) {
+  if (!k.swapped || !reads_staged_tokens(k) || k.block_n != 256 || (k.a_scales == ScaleGranularity::block128 && k.block_m == 32))
+    return false;
+  if (args.layout == GroupLayout::pointer_array || args.b_type.scale_layout != ScaleLayout::linear ||
+      (args.b_type.scale != DataType::ue4m3 && args.b_type.scale != DataType::ue8m0))
+    return false;
+  const core::ResolvedGroup whole = core::resolve_moe_whole(core::make_call_spec(args), args.moe);
+  const auto tma_stride = [](std::int64_t bytes) { return bytes % 16 == 0 && bytes < kTmaMaxStrideBytes; };
+  return args.moe.sfb != nullptr && reinterpret_cast<std::uintptr_t>(args.moe.sfb) % 16 == 0 && tma_stride(whole.sfb.ld) &&
+         tma_stride(whole.sfb.batch_stride);
+}
+
 // The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path): the
 // register-operand kernel reads staged tokens where they pay and the workspace holds them.
 Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
@@ -741,6 +783,10 @@ Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, s
       plan.grid = sm_count();
     }
     read_staged_tokens(&plan, options.tile_m == 0 && options.tile_n == 0);
+  }
+  if (scale_codes_by_tma_applies(args, plan.kernel)) {
+    plan.scale_codes_by_tma = true;
+    plan.reason += ", B's scale codes by TMA";
   }
   return plan;
 }
@@ -900,6 +946,10 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
         !s.ok())
       return s;
     kernel.d_map_ready = encode_output_map(&kernel.d_map, args, plan.kernel, whole);
+    if (plan.scale_codes_by_tma) {
+      if (Status s = encode_scale_code_map(&kernel.sfb_map, args, whole, plan.kernel.block_n); !s.ok()) return s;
+      kernel.sfb_by_tma = true;
+    }
   }
 
   cudaError_t e = cudaSuccess;

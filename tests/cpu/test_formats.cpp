@@ -21,6 +21,7 @@
 
 #include "bsgemm/formats.hpp"
 #include "src/core/fp4_to_fp8.hpp"
+#include "src/core/scale_codes.hpp"
 #include "src/core/stage_bf16.hpp"
 #include "src/testing/json.hpp"
 
@@ -86,6 +87,19 @@ TEST(Formats, DecodeEveryE4m3Code) {
   EXPECT_EQ(decode_e4m3(0x38), 1.0f);
   EXPECT_EQ(decode_e4m3(0xC4), -3.0f);
   EXPECT_TRUE(std::isnan(decode_e4m3(0x7F)) && std::isnan(decode_e4m3(0xFF)));
+}
+
+// The kernels' ue4m3 scales by bit placement (src/core/scale_codes.hpp) are decode_ue4m3's, bit for bit, for
+// every code: both signs, the subnormals (which pass through fp32 subnormals) and NaN.
+TEST(Formats, Ue4m3CodeToFloatByBitPlacementIsExact) {
+  for (std::uint32_t code = 0; code < 256; ++code) {
+    const float expected = decode_ue4m3(static_cast<std::uint8_t>(code));
+    const float placed = core::ue4m3_code_to_float(code);
+    std::uint32_t expected_bits, placed_bits;
+    std::memcpy(&expected_bits, &expected, 4);
+    std::memcpy(&placed_bits, &placed, 4);
+    EXPECT_EQ(placed_bits, expected_bits) << "code " << code;
+  }
 }
 
 TEST(Formats, DecodeEveryE5m2Code) {

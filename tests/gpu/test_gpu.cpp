@@ -15,6 +15,7 @@
 #include <cstring>
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bsgemm/bsgemm.hpp"
@@ -994,6 +995,142 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     const std::string small_plan = describe_plan(small_host.args(), automatic);
     EXPECT_NE(small_plan.find("tile 16x256"), std::string::npos) << small_plan;
     run_and_check(v, small, MemoryLocation::device);
+  }
+}
+
+// B's scale tensor of a MoE-form call as the kernel reads it: leading dimension and batch stride in
+// elements, the dense defaults where the arguments give 0.
+struct ScaleStrides {
+  std::int64_t rows = 0, ld = 0, batch_stride = 0;
+};
+ScaleStrides b_scale_strides(const GemmArguments& a) {
+  ScaleStrides s;
+  s.rows = scale_rows(a.b_type.recipe, Operand::b, a.moe.n);
+  const std::int64_t cols = scale_cols(a.b_type.recipe, a.moe.k);
+  s.ld = a.moe.sfb_ld != 0 ? a.moe.sfb_ld : default_scale_ld(a.b_type.scale_layout, s.rows, cols);
+  s.batch_stride = a.moe.sfb_batch_stride != 0 ? a.moe.sfb_batch_stride
+                                               : core::dense_scale_batch_stride(a.b_type.scale_layout, s.rows, cols, s.ld);
+  return s;
+}
+
+// Whether a TMA box can bring B's scale codes: a MoE form, B's scales linear, their base 16-byte aligned,
+// their row and batch strides multiples of 16 bytes (the tile's width is the plan's part of the rule).
+bool b_scale_codes_tma_aligned(const GemmArguments& a) {
+  if (a.layout == GroupLayout::pointer_array || a.b_type.scale_layout != ScaleLayout::linear) return false;
+  const ScaleStrides s = b_scale_strides(a);
+  const std::int64_t bytes = core::scale_bytes(a.b_type.scale);
+  return reinterpret_cast<std::uintptr_t>(a.moe.sfb) % 16 == 0 && s.ld * bytes % 16 == 0 && s.batch_stride * bytes % 16 == 0;
+}
+
+// The tile a plan's text names ("kernel: tile 32x384x128": {32, 384}); {0, 0} where it names none.
+std::pair<int, int> planned_tile(const std::string& plan) {
+  const std::string marker = "kernel: tile ";
+  const std::size_t at = plan.find(marker);
+  if (at == std::string::npos) return {0, 0};
+  const std::string rest = plan.substr(at + marker.size());
+  std::size_t used = 0;
+  const int m = std::stoi(rest, &used);
+  return {m, std::stoi(rest.substr(used + 1))};
+}
+
+// The register-operand kernel with staged tokens has B's scale codes brought by TMA, not by the scale-loader
+// warps, exactly where one box can carry them: a MoE form, a 256-weight tile (16, 32 or 64 tokens; never
+// 32x384), B's scales linear with a 16-byte aligned base and row and batch strides of whole 16 bytes. Each
+// ragged problem runs twice from one seed, so that both ways compute the same result: B's scale rows dense
+// (K = 200 and 376: 13 and 24 nv16 codes, 7 and 12 mx32 codes, the loaders) and padded to whole 16 bytes
+// (TMA); K = 1024 (64 or 32 codes) takes TMA dense too. Both MoE forms, on the tiles kernel path staged forces
+// and on the planner's own (N large enough that staging the tokens pays), every run checked against the
+// reference; each alignment rule broken alone is checked on the plan only (the buffers stay where they are).
+// fp8-block128 tokens on the 32x256 tile may keep the loaders, and are only run and checked there.
+TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  RecipeVariant staged = v;
+  staged.path = KernelPath::staged;
+  const bool blocked_a = v.a.scale_layout == ScaleLayout::blocked_128x4;
+  const bool linear_b = v.b.scale_layout == ScaleLayout::linear;
+  const bool promoted = v.a.recipe == Recipe::fp8_block128;
+  std::uint64_t seed = seed_base(1400000);
+  // Checks `args`' plan under `options` against the rule; returns the plan.
+  const auto expect_rule = [&](const GemmArguments& args, const RunOptions& options) {
+    const std::string plan = describe_plan(args, options);
+    EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
+    const auto [tile_m, tile_n] = planned_tile(plan);
+    const bool by_tma = plan.find("B's scale codes by TMA") != std::string::npos;
+    if (!(promoted && tile_m == 32 && tile_n == 256)) {
+      EXPECT_EQ(by_tma, tile_n == 256 && b_scale_codes_tma_aligned(args)) << plan;
+    }
+    return plan;
+  };
+  const auto cuda_options_for = [](const RecipeVariant& run_v, const RunOptions& o) {
+    RunOptions cuda_options = o;
+    cuda_options.backend = Backend::cuda;
+    cuda_options.path = run_v.path;
+    return cuda_options;
+  };
+  // One ragged problem with B's scale rows dense, then padded: planned by the rule, run and checked.
+  // `tile_m`: the tokens a tile the plan must name (0: any).
+  const auto both_ways = [&](const RecipeVariant& run_v, const RunOptions& o, GroupLayout layout,
+                             const std::vector<GroupShape>& groups, std::int64_t moe_rows, int tile_m) {
+    ++seed;
+    const std::int64_t codes = scale_cols(v.b.recipe, groups[0].k);
+    for (const bool padded : {false, true}) {
+      WorkloadSpec spec = make_spec(run_v, layout, DataType::bf16, groups, seed);
+      spec.moe_rows = moe_rows;
+      spec.padded_strides = padded;
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(spec, &host).ok());
+      EXPECT_EQ(b_scale_codes_tma_aligned(host.args()), linear_b && (padded || codes % 16 == 0))
+          << codes << " codes a row, padded " << padded;
+      const std::string plan = expect_rule(host.args(), cuda_options_for(run_v, o));
+      if (tile_m != 0) {
+        EXPECT_EQ(planned_tile(plan).first, tile_m) << plan;
+      }
+      run_and_check(run_v, spec, padded ? MemoryLocation::device : MemoryLocation::host, o);
+    }
+  };
+  for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{16, 256}, {32, 256}, {32, 384}}) {
+    if (promoted && tile_n == 384) continue;  // refused (EveryShape)
+    RunOptions o;
+    o.tile_m = tile_m;
+    o.tile_n = tile_n;
+    for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+      if (layout == GroupLayout::contiguous && blocked_a) continue;  // refused (EveryShape)
+      for (const std::int32_t k : {200, 376, 1024})
+        both_ways(staged, o, layout, moe_groups({64, 33, 1, 0, 17}, 264, k), layout == GroupLayout::masked ? 72 : 0, tile_m);
+    }
+  }
+  // The planner's tiles: 64 tokens, 32 (384 weights wide for mx32 weights, but for fp8-block128 tokens) and 16.
+  // N = 3336: the masked form's staging pass (5 x 64 rows) stays under an eighth of the weights' bytes.
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    if (layout == GroupLayout::contiguous && blocked_a) continue;
+    for (const auto& [ms, tile_m] : std::vector<std::pair<std::vector<std::int32_t>, int>>{
+             {{64, 33, 1, 0, 17}, 64}, {{32, 17, 1, 0, 9}, 32}, {{16, 9, 1, 0, 3}, 16}})
+      for (const std::int32_t k : {200, 1024}) both_ways(v, {}, layout, moe_groups(ms, 3336, k), 0, tile_m);
+  }
+  if (!linear_b) return;
+  // One rule broken at a time on a call that otherwise takes TMA (16 tokens: no fp8-block128 exception).
+  WorkloadSpec spec = make_spec(staged, GroupLayout::masked, DataType::bf16, moe_groups({16, 5}, 264, 1024), ++seed);
+  spec.padded_strides = true;
+  HostWorkload host;
+  ASSERT_TRUE(HostWorkload::create(spec, &host).ok());
+  RunOptions sixteen;
+  sixteen.tile_m = 16;
+  sixteen.tile_n = 256;
+  const RunOptions cuda_options = cuda_options_for(staged, sixteen);
+  ASSERT_TRUE(b_scale_codes_tma_aligned(host.args()));
+  expect_rule(host.args(), cuda_options);
+  const ScaleStrides strides = b_scale_strides(host.args());
+  GemmArguments misaligned = host.args();
+  misaligned.moe.sfb = static_cast<const std::uint8_t*>(misaligned.moe.sfb) + 8;
+  GemmArguments odd_ld = host.args();
+  odd_ld.moe.sfb_ld = strides.ld + 8;
+  odd_ld.moe.sfb_batch_stride = round_up(strides.rows * odd_ld.moe.sfb_ld, 16);
+  GemmArguments odd_batch_stride = host.args();
+  odd_batch_stride.moe.sfb_batch_stride = strides.batch_stride + 8;
+  for (const GemmArguments* args : {&misaligned, &odd_ld, &odd_batch_stride}) {
+    EXPECT_FALSE(b_scale_codes_tma_aligned(*args));
+    expect_rule(*args, cuda_options);
   }
 }
 

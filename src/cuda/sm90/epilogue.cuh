@@ -7,7 +7,8 @@
 // group's rows of a contiguous D or past masked_m. Vector accesses fall back to scalar ones at the
 // N edge and where a group's rows start unaligned (contiguous groups begin at any row).
 // The FP8 kernel has two faster routes for 16-bit n-major D without C: TMA stores of whole 64-row slabs
-// in the MoE forms (fp8-block128 tiles), and stores straight from the registers (MX tiles).
+// in the MoE forms (fp8-block128 tiles), and stores straight from the registers (MX tiles); the
+// register-operand kernel's staged-token tiles store their transposed slabs by TMA in the MoE forms.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -19,6 +20,7 @@
 
 #include "bsgemm/formats.hpp"
 #include "src/cuda/ptx/global.cuh"
+#include "src/cuda/ptx/stmatrix.cuh"
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/tma.cuh"
 #include "src/cuda/sm90/kernel_traits.cuh"
@@ -292,7 +294,7 @@ __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, 
 // The end of a consumer's tiles: its TMA stores complete before the thread that issued them exits.
 template <class Traits>
 __device__ __forceinline__ void finish_warpgroup_stores(const KernelParams& p) {
-  if constexpr (Traits::kEpilogueBoxes > 0) {
+  if constexpr (Traits::kEpilogueBoxes > 0 || Traits::kTransposedBoxes) {
     if (p.d_map_ready && threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group<0>();
   }
 }
@@ -355,6 +357,74 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
               : write(std::integral_constant<DataType, DataType::bf16>{}, MMajor{});
       break;
   }
+}
+
+// The register-operand kernel's slabs (kernel_swapped.cuh) through TMA stores where the MoE forms' 16-bit
+// n-major D without C allows it (KernelParams::d_map, in boxes of the tile's tokens by 64 weights): a
+// warpgroup's accumulators of a slab hold 64 weights (rows) by the tile's tokens (columns) of D^T. Per warp
+// and 8 tokens, its 16 weight rows are two 8x8 matrices in the fragment layout stmatrix takes, which .trans
+// writes as 8 token rows of 8 consecutive weights: rows of the box, 128-byte swizzled (chunk c of row r at
+// c ^ (r % 8), so stmatrix's 8 rows of a matrix hit distinct banks). One thread issues the store, and the
+// consumers go on with the next tile while TMA writes this one, where the staged epilogue held them for its
+// global stores (bench/NOTES.md version 24). The box is written again only once the store has read it.
+template <class Traits, DataType T>
+__device__ __forceinline__ void tma_store_transposed_slab(const KernelParams& p, const TileOutput& o, std::int64_t weight0,
+                                                          std::int64_t token0, const float (&acc)[Traits::kAccumulators],
+                                                          std::uint8_t* box, std::uint32_t barrier_id) {
+  constexpr int kTokens = Traits::kWarpgroupN;
+  const int t = threadIdx.x % kThreadsPerWarpgroup;
+  const int warp = t / 32, lane = t % 32;
+  if (t == 0) ptx::bulk_wait_group_read<0>();
+  ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+  // Matrix m = lane / 8 of round i holds tokens 8 j .. 8 j + 7 (j = 2 i + m / 2) of the warp's weight rows
+  // 8 (m % 2) .. + 7; the lane gives the address of token row 8 j + lane % 8, whose 8 weights are the box
+  // row's 16-byte chunk 2 warp + m % 2.
+  const int chunk = 2 * warp + (lane / 8) % 2;
+#pragma unroll
+  for (int i = 0; i < kTokens / 16; ++i) {
+    const int token = 16 * i + 8 * (lane / 16) + lane % 8;
+    std::uint32_t pairs[4];
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {
+      // Accumulators 4 j + 2 (m % 2) and + 1: tokens 8 j + 2 q and + 1 of weight row g + 8 (m % 2).
+      const int a = 4 * (2 * i + m / 2) + 2 * (m % 2);
+      pairs[m] = pack_half_pair<T>(o.alpha * acc[a], o.alpha * acc[a + 1]);
+    }
+    ptx::stmatrix_x4_trans(box + token * (2 * kEpilogueBoxColumns) + 16 * (chunk ^ (token % 8)), pairs[0], pairs[1],
+                           pairs[2], pairs[3]);
+  }
+  ptx::fence_proxy_async_shared();
+  ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+  if (t == 0) {
+    ptx::tma_store_3d(&p.d_map, static_cast<std::int32_t>(weight0), o.map_row0 + static_cast<std::int32_t>(token0),
+                      o.map_batch, box);
+    ptx::bulk_commit_group();
+  }
+}
+
+// One slab of the register-operand kernel (weight0, token0: its first weight and token in the group):
+// through TMA stores where d_map is ready and the slab's weights and the tile's tokens lie inside the group,
+// else through the staged epilogue, which writes the box's bytes only once the last store has read them.
+template <class Traits>
+__device__ __forceinline__ void store_transposed_slab(const KernelParams& p, const TileOutput& o, std::int64_t weight0,
+                                                      std::int64_t token0, const float (&acc)[Traits::kAccumulators],
+                                                      float* stage, std::uint32_t barrier_id) {
+  if constexpr (Traits::kTransposedBoxes) {
+    if (p.d_map_ready) {
+      // A vote, so that ptxas sees a uniform branch (the condition is uniform already).
+      if (__all_sync(0xFFFFFFFFu, token0 + Traits::kWarpgroupN <= o.m && weight0 + 64 <= o.n)) {
+        auto* box = reinterpret_cast<std::uint8_t*>(stage);
+        if (p.d_type == DataType::bf16)
+          tma_store_transposed_slab<Traits, DataType::bf16>(p, o, weight0, token0, acc, box, barrier_id);
+        else
+          tma_store_transposed_slab<Traits, DataType::f16>(p, o, weight0, token0, acc, box, barrier_id);
+        return;
+      }
+      if (threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group_read<0>();
+      ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
+    }
+  }
+  store_warpgroup_tile<Traits>(p, o, weight0, token0, acc, stage, barrier_id, /*transposed=*/true);
 }
 
 }  // namespace bsgemm::cuda

@@ -150,6 +150,7 @@ __device__ __forceinline__ void prefetch_kernel_maps(const KernelParams& p) {
     ptx::prefetch_tensormap(&p.b_map);
   }
   if (p.d_map_ready) ptx::prefetch_tensormap(&p.d_map);
+  if (p.sfb_by_tma) ptx::prefetch_tensormap(&p.sfb_map);
 }
 
 // The roles of the threads after setup: warp 0's first lane issues TMA, warps 1-3 load scales (loader

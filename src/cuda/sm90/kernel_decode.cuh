@@ -31,7 +31,11 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
                                                   const StagePipeline<Traits::kStages>& pipe) {
   for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
     pipe.producer_acquire(state);
-    pipe.producer_expect_bytes(state, Traits::kStageBytes);
+    std::uint32_t bytes = Traits::kStageBytes;
+    if constexpr (Traits::kScaleCodesByTma) {
+      if (p.sfb_by_tma) bytes += Traits::kScaleCodeBoxBytes;
+    }
+    pipe.producer_expect_bytes(state, bytes);
     // The maps count K in stored bytes; staged tokens come as two 128-byte-wide swizzled boxes.
     if constexpr (Traits::kTokensStaged) {
 #pragma unroll
@@ -46,6 +50,14 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
     for (int box = 0; box < Traits::kBLoads; ++box)
       ptx::tma_load_3d(ss.raw[state.index].b + box * kBoxRows * Traits::kRowBytesB, t.b_map, kb * Traits::kRowBytesB,
                        t.b_row + box * kBoxRows, t.b_batch, pipe.full_barrier(state));
+    // B's scale codes: the window that holds the stage's kStepsB codes, by the tile's rows (kernel_traits_swapped.cuh).
+    if constexpr (Traits::kScaleCodesByTma) {
+      if (p.sfb_by_tma) {
+        const int first_code = kb * Traits::kStepsB;
+        ptx::tma_load_3d(&ss.sfb[state.index][0][0], &p.sfb_map, first_code - first_code % kScaleCodeWindow, t.b_row,
+                         t.b_batch, pipe.full_barrier(state));
+      }
+    }
   });
 }
 
@@ -55,9 +67,25 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
 // row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
 // Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
 // register-operand kernel applies per stage (kernel_traits_swapped.cuh).
+// Whether B's scale codes come by TMA with the stages (kernel_traits_swapped.cuh) instead of from the loaders.
+template <class Traits>
+__device__ __forceinline__ bool scale_codes_by_tma(const KernelParams& p) {
+  if constexpr (Traits::kScaleCodesByTma) return p.sfb_by_tma;
+  return false;
+}
+
+// Whether the scale loaders take part in the raw stages at all: not where TMA brings B's codes and A has no
+// scales to load (the full barriers then wait for the TMA thread alone).
+template <class Traits>
+__device__ __forceinline__ bool scale_loaders_run(const KernelParams& p) {
+  return Traits::kLoadsAScales || !scale_codes_by_tma<Traits>(p);
+}
+
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
+  if (!scale_loaders_run<Traits>(p)) return;
+  const bool b_by_loaders = !scale_codes_by_tma<Traits>(p);
   const int lane = threadIdx.x % 32;
   constexpr int kChunk = Traits::kScaleChunk;
   // Staged tokens load no A scales unless the kernel applies them (a and a_values go unused otherwise).
@@ -73,21 +101,22 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
     if constexpr (Traits::kLoadsAScales)
       a.start_tile(p.sfa_type, p.sfa_layout, batch_base(g.sfa, p.sfa_type, g.sfa_batch_stride, c.l), g.sfa_ld,
                    core::ceil_div(g.k, kBlockK / Traits::kStepsA), m0, g.m, lane);
-    b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
-                 core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
+    if (b_by_loaders)
+      b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
+                   core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
   };
   for_each_loader_chunk<Traits::kStages, kChunk>(
       p, loader, on_tile,
       [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
         // Global loads first: their latency hides under the wait for the first stage.
         if constexpr (Traits::kLoadsAScales) a.load_chunk(static_cast<std::int64_t>(Traits::kStepsA) * kb0, stages, a_values);
-        b.load_chunk(static_cast<std::int64_t>(Traits::kStepsB) * kb0, stages, b_values);
+        if (b_by_loaders) b.load_chunk(static_cast<std::int64_t>(Traits::kStepsB) * kb0, stages, b_values);
 #pragma unroll
         for (int s = 0; s < kChunk; ++s) {
           if (s >= stages) break;
           pipe.producer_acquire(state);
           if constexpr (Traits::kLoadsAScales) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
-          b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
+          if (b_by_loaders) b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
           pipe.producer_commit(state);
           state.advance();
         }
@@ -123,7 +152,8 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
                                                    Consume&& consume) {
   const StagePipeline<Traits::kStages> pipe{ss.full, ss.empty, nullptr};
   if (threadIdx.x == 0) {
-    pipe.init(1 + 32 /* TMA thread + one scale-loader warp */, Traits::kConsumers * 4 /* consumer warps */);
+    pipe.init(scale_loaders_run<Traits>(p) ? 1 + 32 /* TMA thread + one scale-loader warp */ : 1,
+              Traits::kConsumers * 4 /* consumer warps */);
     if constexpr (!Traits::kTokensStaged) {
       for (int d = 0; d < kDecodedStages; ++d) {
         ptx::mbarrier_init(&ss.decoded_full[d], 2 * 4);

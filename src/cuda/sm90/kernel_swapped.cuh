@@ -3,7 +3,7 @@
 //
 // Roles as in the decoding kernel (kernel_decode.cuh), whose TMA producer and scale loaders it shares
 // (A = the tokens, B = the weights); the consumers run mainloop_swapped.cuh and write each slab of the
-// tile transposed (epilogue.cuh). Tokens staged as bf16 by the pass before (AScales == staged) need no
+// tile transposed (epilogue.cuh: by TMA stores where the slab allows, staged through shared memory elsewhere). Tokens staged as bf16 by the pass before (AScales == staged) need no
 // decoded tiles: the consumers read them from the raw stages.
 #pragma once
 
@@ -32,8 +32,15 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   while (walker.next(&c, &g)) {
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
-    if constexpr (Traits::kTokensStaged) mainloop.accumulate_staged_tile(ss, pipe, raw, k_blocks, acc);
-    else mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
+    if constexpr (Traits::kScaleCodesByTma) {
+      // Uniform across the grid: one of the two loops for every tile.
+      if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, k_blocks, acc);
+      else mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, k_blocks, acc);
+    } else if constexpr (Traits::kTokensStaged) {
+      mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, k_blocks, acc);
+    } else {
+      mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
+    }
     // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
     const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
     TileOutput output = tile_output(p, g, c.l);
@@ -41,11 +48,11 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
 #pragma unroll
     for (int slab = 0; slab < Traits::kSlabs; ++slab) {
       const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);
-      store_warpgroup_tile<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
-                                   epilogue_barrier(consumer),
-                                   /*transposed=*/true);
+      store_transposed_slab<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
+                                    epilogue_barrier(consumer));
     }
   }
+  finish_warpgroup_stores<Traits>(p);
 }
 
 template <class Traits>

@@ -150,6 +150,7 @@ struct Fp8KernelTraits {
           ? kBoxesPerWarpgroup
           : 1;
   static constexpr std::size_t kEpilogueBytes = kEpilogueBytesFor(kEpilogueBoxes);
+  static constexpr bool kTransposedBoxes = false;  // the register-operand kernel's (epilogue.cuh)
   static constexpr int kStages = kStagesFor(kEpilogueBytes);
   static_assert(kStages >= 3, "tile too large for a useful pipeline");
   static constexpr int kScaleStages = kStaged ? 1 : kStages;  // staged operands: one unused slot

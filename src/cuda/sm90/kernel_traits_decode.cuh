@@ -55,6 +55,7 @@ struct DecodeKernelTraits {
   static constexpr ScaleGranularity kBScales = BScales;
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
   static constexpr bool kTokensStaged = false;  // both operands arrive as stored (kernel_traits_swapped.cuh)
+  static constexpr bool kScaleCodesByTma = false;  // the scale loaders bring every scale (kernel_traits_swapped.cuh)
   static constexpr bool kLoadsAScales = true;
   static constexpr int kScaleRowsA = BlockM;
   static constexpr int kConsumers = 2;          // consumer warpgroups (the CTA's threads: kKernelThreads)
@@ -73,6 +74,7 @@ struct DecodeKernelTraits {
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
   static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
+  static constexpr bool kTransposedBoxes = false;
   static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);
 
   static constexpr int kStepsA = scale_steps(AScales);

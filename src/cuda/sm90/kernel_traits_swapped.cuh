@@ -76,13 +76,26 @@ struct SwappedKernelTraits {
   static constexpr int kWarpgroupN = Tokens;
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
-  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
+  static constexpr int kEpilogueBoxes = 0;        // not the FP8 kernel's TMA-store boxes (epilogue.cuh) ...
+  // ... but with staged tokens each slab through a TMA store of the tile's tokens by 64 weights, where
+  // KernelParams::d_map is ready (store_transposed_slab), its box in the slab's warpgroup's staging room.
+  static constexpr bool kTransposedBoxes = kTokensStaged && transposed_slab_stores(kBlockN);
+  static_assert(Tokens * 2 * kEpilogueBoxColumns <= 64 * kEpiloguePitch * static_cast<int>(sizeof(float)));
 
   static constexpr int kStepsA = kPromoteTokens ? 1 : kTokensStaged ? 0 : scale_steps(AScales);
   // The scale loaders' rows of A (a warp's at least) and whether they load A's scales at all.
   static constexpr int kScaleRowsA = Tokens < 32 ? 32 : Tokens;
   static constexpr bool kLoadsAScales = kStepsA > 0;
   static constexpr int kStepsB = scale_steps(BScales);
+  // Whether B's scale codes may come by TMA with each stage (KernelParams::sfb_by_tma), the consumers
+  // decoding the code they need instead of reading fp32 from the loaders: the staged-token tiles 256
+  // weights wide. The 384-weight tile's consumers spill with the codes' second loop, and so do fp8-block128
+  // tokens' 32-token tile's (four bytes).
+  static constexpr bool kScaleCodesByTma = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
+  // The stage's box of codes: kScaleCodeWindow bytes of each of the tile's weight rows, in the room of the
+  // stage's fp32 scales (sfb), which it leaves unused.
+  static constexpr std::uint32_t kScaleCodeBoxBytes = kBlockN * kScaleCodeWindow;
+  static_assert(kScaleCodeWindow <= kStepsB * static_cast<int>(sizeof(float)), "a row's window fits its fp32 scales' bytes");
   static constexpr int kRowBytesA = kTokensStaged ? 2 * kBlockK : APacked ? kBlockK / 2 : kBlockK;
   static constexpr int kRowBytesB = kBlockK / 2;
   static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(Tokens * kRowBytesA + kBlockN * kRowBytesB);
@@ -126,9 +139,12 @@ struct SwappedKernelTraits {
   };
   // Staged tokens: no decoded tiles, and token scales only where the kernel applies them (fp8-block128).
   struct StagedTokensStorage {
+    // First, where the boxes' 1024-byte alignment (the 128-byte swizzle) needs no padding: each
+    // consumer's room is 9 KB.
+    alignas(1024) float epilogue[Consumers][64][kEpiloguePitch];
     RawStage raw[kStages];
-    alignas(16) float sfb[kStages][kStepsB][kBlockN];
-    alignas(16) float epilogue[Consumers][64][kEpiloguePitch];
+    // 128-byte aligned for the codes' TMA box (each stage's room is a multiple of 1024 bytes).
+    alignas(128) float sfb[kStages][kStepsB][kBlockN];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];

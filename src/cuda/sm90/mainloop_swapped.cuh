@@ -18,12 +18,14 @@
 #include <cstdint>
 
 #include "src/core/fp4_to_fp8.hpp"
+#include "src/core/scale_codes.hpp"
 #include "src/cuda/ptx/mbarrier.cuh"
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/wgmma.cuh"
 #include "src/cuda/sm90/decode_bf16.cuh"
 #include "src/cuda/sm90/kernel_traits_swapped.cuh"
 #include "src/cuda/sm90/pipeline.cuh"
+#include "src/cuda/sm90/scale_loader.cuh"
 
 namespace bsgemm::cuda {
 
@@ -80,11 +82,30 @@ struct SwappedMainloop {
   static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
   static_assert(core::kTinyBf16Exponent == 126, "kNv16Lift and the mx32 multiply by 2^126");
 
+  // Where a thread finds its rows' scales in raw stage s: fp32 from the scale loaders (sfb[s][step][row]), or
+  // (CodesByTma) the codes as stored, kScaleCodeWindow bytes a row in the same room, the stage's first code
+  // at window_col of its row's window (kernel_traits_swapped.cuh).
+  template <bool CodesByTma>
+  __device__ __forceinline__ static float weight_scale(const Storage& ss, int s, int step, int row, int window_col) {
+    if constexpr (CodesByTma) {
+      const std::uint32_t code =
+          reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
+      return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_code_to_float(code) : ue8m0_to_float(code);
+    } else {
+      return ss.sfb[s][step][row];
+    }
+  }
+
+  // The column of k-block kb's first code in its window of B's scale codes.
+  __device__ __forceinline__ static int scale_window_col(int kb) { return kb * Traits::kStepsB % kScaleCodeWindow; }
+
   // This thread's weights of piece `piece` of raw stage s: of half slice `half`, the stored positions
   // 64 half + 16 q .. + 15 of each of its rows (whole slices: one 8-byte load each), or the eight at
   // 64 half + 16 q + 8 w (half slices, w = piece % 2: one 4-byte load), decoded and scaled into fragments.
-  template <int Words = 2>
-  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int piece, FragmentsOf<Words>& frag) const {
+  // window_col: scale_window_col of the stage's k-block where CodesByTma.
+  template <int Words = 2, bool CodesByTma = false>
+  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int piece, FragmentsOf<Words>& frag,
+                                                 int window_col = 0) const {
     constexpr int kPiecesPerSlice = 2 / Words;
     const int half = piece / kPiecesPerSlice;
     std::uint32_t codes[kSlabs][2][Words];
@@ -103,8 +124,8 @@ struct SwappedMainloop {
         } else {
           codes[slab][upper][0] = *reinterpret_cast<const std::uint32_t*>(first);
         }
-        scale[slab][upper] = Traits::kBScales == ScaleGranularity::nv16 ? ss.sfb[s][4 * half + q][row]
-                                                                        : ss.sfb[s][2 * half + q / 2][row];
+        scale[slab][upper] = weight_scale<CodesByTma>(
+            ss, s, Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2, row, window_col);
       }
     // mx32: one multiply where every scale of the warp's rows is at most 2 (2^(e + 126) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
@@ -281,7 +302,8 @@ struct SwappedMainloop {
   // The next stage's first piece is decoded under the last one's wgmma, so a warpgroup holds two raw stages
   // for that long. fp8-block128 tokens (kPromoteTokens): each stage's wgmma start afresh in `partial`, added
   // into acc times its tokens' scales of that stage before the stage is released.
-  template <int Stages>
+  // CodesByTma: B's scale codes came with the stages (kernel_traits_swapped.cuh).
+  template <bool CodesByTma, int Stages>
   __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                          int k_blocks, float (&acc)[kSlabs][kAcc]) const {
     zero_accumulators(acc);
@@ -306,20 +328,20 @@ struct SwappedMainloop {
     };
 
     pipe.consumer_wait(raw);
-    decode_weights<kWords>(ss, raw.index, 0, frag[0]);
+    decode_weights<kWords, CodesByTma>(ss, raw.index, 0, frag[0], scale_window_col(0));
     for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
       for (int piece = 0; piece < kPieces; ++piece) {
         issue(piece, piece == 0 && (kPromote || kb == 0));
         if (piece + 1 < kPieces) {
-          decode_weights<kWords>(ss, raw.index, piece + 1, frag[(piece + 1) % 2]);
+          decode_weights<kWords, CodesByTma>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb));
         } else {
           next = raw;
           next.advance();
           if (kb + 1 < k_blocks) {
             pipe.consumer_wait(next);
-            decode_weights<kWords>(ss, next.index, 0, frag[0]);
+            decode_weights<kWords, CodesByTma>(ss, next.index, 0, frag[0], scale_window_col(kb + 1));
           }
         }
         retire();

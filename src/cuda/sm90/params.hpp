@@ -68,6 +68,16 @@ constexpr bool tma_store_epilogue(ScaleGranularity g) {
 inline constexpr int kEpilogueBoxColumns = 64;
 inline constexpr std::size_t kEpilogueBoxBytes = 64 * kEpilogueBoxColumns * 2;
 
+// The window of B's scale codes TMA brings per stage and row (KernelParams::sfb_map): 16 codes, the least a
+// box's row may be (16 bytes), starting at a multiple of 16, which holds a whole stage's codes (8 nv16 or 4
+// mx32, so a window serves two or four consecutive stages).
+inline constexpr int kScaleCodeWindow = 16;
+
+// Whether the register-operand kernel's staged-token tiles of `weights` weights store their slabs by TMA
+// (epilogue.cuh's store_transposed_slab, KernelParams::d_map): the 256-weight tiles; the 384-weight tile's
+// consumers (128 registers) spill 12 bytes with the second epilogue.
+constexpr bool transposed_slab_stores(int weights) { return weights == 256; }
+
 // TMA loads per stage of an operand tile of `rows` rows: a box has at most 256 rows, so the register-operand
 // kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
 constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
@@ -80,6 +90,12 @@ struct KernelParams {
   // for the FP8 kernel's TMA-store epilogue (epilogue.cuh); d_map_ready is false where it does not apply.
   CUtensorMap d_map;
   bool d_map_ready;
+  // The register-operand kernel's staged-token tiles 256 weights wide, in the MoE forms with B's scales
+  // linear and 16-byte aligned (scale_codes_by_tma in cuda_backend.cpp): B's 8-bit scale codes as (codes,
+  // N, experts), a box of the 16-code window holding a stage's codes (kScaleCodeWindow) by the tile's rows,
+  // brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
+  CUtensorMap sfb_map;
+  bool sfb_by_tma;
   const DeviceGroup* groups;
   const DeviceStatus* status;
   std::int32_t num_groups;
