@@ -61,12 +61,6 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
   });
 }
 
-// The decoding kernels' scale loaders (the TMA producer brings the raw tiles): A's and B's scales of
-// each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
-// consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
-// row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
-// Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
-// register-operand kernel applies per stage (kernel_traits_swapped.cuh).
 // Whether B's scale codes come by TMA with the stages (kernel_traits_swapped.cuh) instead of from the loaders.
 template <class Traits>
 __device__ __forceinline__ bool scale_codes_by_tma(const KernelParams& p) {
@@ -81,6 +75,13 @@ __device__ __forceinline__ bool scale_loaders_run(const KernelParams& p) {
   return Traits::kLoadsAScales || !scale_codes_by_tma<Traits>(p);
 }
 
+// The decoding kernels' scale loaders (the TMA producer brings the raw tiles): A's and B's scales of
+// each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
+// consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
+// row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
+// Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
+// register-operand kernel applies per stage (kernel_traits_swapped.cuh); B's come by TMA instead where
+// scale_codes_by_tma says so.
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {

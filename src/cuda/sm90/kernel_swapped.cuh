@@ -3,8 +3,9 @@
 //
 // Roles as in the decoding kernel (kernel_decode.cuh), whose TMA producer and scale loaders it shares
 // (A = the tokens, B = the weights); the consumers run mainloop_swapped.cuh and write each slab of the
-// tile transposed (epilogue.cuh: by TMA stores where the slab allows, staged through shared memory elsewhere). Tokens staged as bf16 by the pass before (AScales == staged) need no
-// decoded tiles: the consumers read them from the raw stages.
+// tile transposed (epilogue.cuh: by TMA stores where the slab allows, through shared memory elsewhere).
+// Tokens staged as bf16 by the pass before (AScales == staged) need no decoded tiles: the consumers read
+// them from the raw stages.
 #pragma once
 
 #include <cuda_runtime.h>
