@@ -102,6 +102,40 @@ TEST(Formats, Ue4m3CodeToFloatByBitPlacementIsExact) {
   }
 }
 
+// The kernels' lifted scale pairs from their codes (src/core/scale_codes.hpp): for every code they accept,
+// both halves are the bf16 of the scale times the lift, exactly (the product is a bf16 value: no rounding);
+// and they accept every ue4m3 code whose lifted value is a normal bf16 and every ue8m0 code up to 2.
+TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
+  const auto bf16_bits_of_exact = [](double v) {
+    const float f = static_cast<float>(v);
+    EXPECT_EQ(static_cast<double>(f), v);
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    EXPECT_EQ(bits & 0xFFFFu, 0u) << v;  // representable in bf16
+    return bits >> 16;
+  };
+  int ue4m3_lifted = 0, ue8m0_lifted = 0;
+  for (std::uint32_t code = 0; code < 256; ++code) {
+    const double ue4m3 = decode_ue4m3(static_cast<std::uint8_t>(code));
+    const bool normal = ((code >> 3) & 0xFu) != 0 && (code & 0x7Fu) != 0x7Fu;
+    EXPECT_EQ(core::ue4m3_lifts_exactly(code), normal) << "ue4m3 code " << code;
+    if (core::ue4m3_lifts_exactly(code)) {
+      ++ue4m3_lifted;
+      const std::uint32_t half = bf16_bits_of_exact(ue4m3 * static_cast<double>(core::kUe4m3Lift));
+      EXPECT_EQ(core::ue4m3_lifted_bf16x2(code), half | (half << 16)) << "ue4m3 code " << code;
+    }
+    const double ue8m0 = decode_ue8m0(static_cast<std::uint8_t>(code));
+    EXPECT_EQ(core::ue8m0_lifts_exactly(code), ue8m0 <= 2.0) << "ue8m0 code " << code;
+    if (core::ue8m0_lifts_exactly(code)) {
+      ++ue8m0_lifted;
+      const std::uint32_t half = bf16_bits_of_exact(ue8m0 * static_cast<double>(core::kUe8m0Lift));
+      EXPECT_EQ(core::ue8m0_lifted_bf16x2(code), half | (half << 16)) << "ue8m0 code " << code;
+    }
+  }
+  EXPECT_EQ(ue4m3_lifted, 2 * (15 * 8 - 1));
+  EXPECT_EQ(ue8m0_lifted, 129);
+}
+
 TEST(Formats, DecodeEveryE5m2Code) {
   for (std::uint32_t c = 0; c < 256; ++c)
     EXPECT_TRUE(same_value(decode_e5m2(static_cast<std::uint8_t>(c)), expected_e5m2(c))) << "code " << c;

@@ -82,18 +82,23 @@ struct SwappedMainloop {
   static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
   static_assert(core::kTinyBf16Exponent == 126, "kNv16Lift and the mx32 multiply by 2^126");
 
-  // Where a thread finds its rows' scales in raw stage s: fp32 from the scale loaders (sfb[s][step][row]), or
-  // (CodesByTma) the codes as stored, kScaleCodeWindow bytes a row in the same room, the stage's first code
-  // at window_col of its row's window (kernel_traits_swapped.cuh).
-  template <bool CodesByTma>
-  __device__ __forceinline__ static float weight_scale(const Storage& ss, int s, int step, int row, int window_col) {
-    if constexpr (CodesByTma) {
-      const std::uint32_t code =
-          reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
-      return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_code_to_float(code) : ue8m0_to_float(code);
-    } else {
-      return ss.sfb[s][step][row];
-    }
+  static_assert(kNv16Lift == core::kUe4m3Lift && core::kUe8m0Lift == 0x1p126f, "the lifted pairs from the codes");
+
+  // A row's scale code in raw stage s where B's codes came by TMA (CodesByTma): kScaleCodeWindow bytes a row
+  // in the room of the stage's fp32 scales, the stage's first code at window_col of its row's window
+  // (kernel_traits_swapped.cuh).
+  __device__ __forceinline__ static std::uint32_t weight_scale_code(const Storage& ss, int s, int step, int row,
+                                                                    int window_col) {
+    return reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
+  }
+  __device__ __forceinline__ static float scale_code_value(std::uint32_t code) {
+    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_code_to_float(code) : ue8m0_to_float(code);
+  }
+  __device__ __forceinline__ static bool scale_code_lifts(std::uint32_t code) {
+    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_lifts_exactly(code) : core::ue8m0_lifts_exactly(code);
+  }
+  __device__ __forceinline__ static std::uint32_t scale_code_lifted_pair(std::uint32_t code) {
+    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_lifted_bf16x2(code) : core::ue8m0_lifted_bf16x2(code);
   }
 
   // The column of k-block kb's first code in its window of B's scale codes.
@@ -110,6 +115,7 @@ struct SwappedMainloop {
     const int half = piece / kPiecesPerSlice;
     std::uint32_t codes[kSlabs][2][Words];
     float scale[kSlabs][2];
+    std::uint32_t scale_code[kSlabs][2];  // CodesByTma
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -124,9 +130,32 @@ struct SwappedMainloop {
         } else {
           codes[slab][upper][0] = *reinterpret_cast<const std::uint32_t*>(first);
         }
-        scale[slab][upper] = weight_scale<CodesByTma>(
-            ss, s, Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2, row, window_col);
+        const int step = Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2;
+        if constexpr (CodesByTma) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
+        else scale[slab][upper] = ss.sfb[s][step][row];
       }
+    // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
+    // allows it (normal ue4m3 scales, ue8m0 ones up to 2: src/core/scale_codes.hpp), as realistic weights'
+    // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per piece.
+    if constexpr (CodesByTma) {
+      bool lifts = true;
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+        for (int upper = 0; upper < 2; ++upper) lifts = lifts && scale_code_lifts(scale_code[slab][upper]);
+      if (__all_sync(0xFFFFFFFFu, lifts)) {
+        std::uint32_t lifted[kSlabs][2];
+#pragma unroll
+        for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+          for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = scale_code_lifted_pair(scale_code[slab][upper]);
+        return scale_rows<ScaleSteps::lifted_pair, Words>(codes, lifted, frag);
+      }
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+        for (int upper = 0; upper < 2; ++upper) scale[slab][upper] = scale_code_value(scale_code[slab][upper]);
+    }
     // mx32: one multiply where every scale of the warp's rows is at most 2 (2^(e + 126) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
     // divergence, one vote per piece.
@@ -142,13 +171,14 @@ struct SwappedMainloop {
   }
 
   // How decoded codes (e2m1 x 2^-126) take their scale: one multiply by the scale lifted by
-  // 2^(126 - kWeightExponent), or (any mx32 scale) by 2^126 and then by the scale.
-  enum class ScaleSteps { one, two };
+  // 2^(126 - kWeightExponent) (from its fp32 value, or lifted_pair: given as that bf16 pair), or (any mx32
+  // scale) by 2^126 and then by the scale.
+  enum class ScaleSteps { one, two, lifted_pair };
   static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? kNv16Lift : 0x1p126f;
 
-  template <ScaleSteps Steps, int Words>
+  template <ScaleSteps Steps, int Words, class Scale>
   __device__ __forceinline__ static void scale_rows(const std::uint32_t (&codes)[kSlabs][2][Words],
-                                                    const float (&scale)[kSlabs][2], FragmentsOf<Words>& frag) {
+                                                    const Scale (&scale)[kSlabs][2], FragmentsOf<Words>& frag) {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -158,7 +188,12 @@ struct SwappedMainloop {
         std::uint32_t w[Words][4];
 #pragma unroll
         for (int h = 0; h < Words; ++h) core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper][h], w[h]);
-        if constexpr (Steps == ScaleSteps::one) {
+        if constexpr (Steps == ScaleSteps::lifted_pair) {
+#pragma unroll
+          for (int h = 0; h < Words; ++h)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) w[h][i] = scale_bf16x2_by_pair(w[h][i], scale[slab][upper]);
+        } else if constexpr (Steps == ScaleSteps::one) {
           const float lifted = scale[slab][upper] * kLift;
 #pragma unroll
           for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], lifted);
