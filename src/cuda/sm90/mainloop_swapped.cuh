@@ -84,6 +84,11 @@ struct SwappedMainloop {
 
   static_assert(kNv16Lift == core::kUe4m3Lift && core::kUe8m0Lift == 0x1p126f, "the lifted pairs from the codes");
 
+  // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (CodesByTma):
+  // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones, but +9% on fp8-block128 tokens' 64-token
+  // tile (two warpgroups of two slabs, half-slice pieces; bench/NOTES.md, run 84), which keeps the fp32 path.
+  static constexpr bool kLiftsScaleCodes = !(Traits::kPromoteTokens && Traits::kBlockM == 64);
+
   // A row's scale code in raw stage s where B's codes came by TMA (CodesByTma): kScaleCodeWindow bytes a row
   // in the room of the stage's fp32 scales, the stage's first code at window_col of its row's window
   // (kernel_traits_swapped.cuh).
@@ -137,7 +142,7 @@ struct SwappedMainloop {
     // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
     // allows it (normal ue4m3 scales, ue8m0 ones up to 2: src/core/scale_codes.hpp), as realistic weights'
     // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per piece.
-    if constexpr (CodesByTma) {
+    if constexpr (CodesByTma && kLiftsScaleCodes) {
       bool lifts = true;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
@@ -151,6 +156,8 @@ struct SwappedMainloop {
           for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = scale_code_lifted_pair(scale_code[slab][upper]);
         return scale_rows<ScaleSteps::lifted_pair, Words>(codes, lifted, frag);
       }
+    }
+    if constexpr (CodesByTma) {
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
