@@ -68,4 +68,41 @@ BSGEMM_HD inline void widen_fp4_chunk(std::uint32_t packed, std::uint32_t (&code
   e2m1x8_to_e4m3x8(packed, &codes[0], &codes[1]);
 }
 
+// a times b, two bf16 each (the lower half first), rounded to nearest even, subnormals kept (mul.rn.bf16x2;
+// the host rounds the fp32 product, exact for any two bf16 values whose product is a normal fp32).
+BSGEMM_HD inline std::uint32_t bf16x2_multiply(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  const __nv_bfloat162 product =
+      __hmul2_rn(*reinterpret_cast<const __nv_bfloat162*>(&a), *reinterpret_cast<const __nv_bfloat162*>(&b));
+  return *reinterpret_cast<const std::uint32_t*>(&product);
+#else
+  const auto half = [](std::uint32_t w, int h) { return decode_bf16(static_cast<std::uint16_t>(w >> (16 * h))); };
+  return static_cast<std::uint32_t>(encode_bf16(half(a, 0) * half(b, 0))) |
+         static_cast<std::uint32_t>(encode_bf16(half(a, 1) * half(b, 1))) << 16;
+#endif
+}
+
+// An nvfp4 chunk straight from its codes: 8 e2m1 codes (one word, the low nibble first) times their ue4m3
+// scale, in the pairs order, bit for bit what widen_fp4_chunk and stage_chunk_pairs make of them with the
+// decoded scale, without the e4m3 widening and the f16 and fp32 detour. The codes go through the
+// register-operand kernel's byte-table decode (e2m1x8_to_bf16_pairs, exact), then one bf16x2 multiply a
+// pair by the scale, exact as the widened path is: e2m1 values have at most 2 significant bits and ue4m3
+// ones 4, and every nonzero product (2^-10 .. 2688) is a normal bf16. The scale's bf16 comes from its code
+// by integer arithmetic: the code's 7 low bits << 4 are the bf16 of its value times 2^-120 for every finite
+// code, subnormal ones included (below their smallest exponent ue4m3 and bf16 both go on in steps of the
+// same size, so the shift maps subnormal onto subnormal), and one exact multiply by 2^120 lifts it to the
+// normal bf16 of the value (mul.rn.bf16x2 keeps subnormal inputs). Zeros take their sign from the same IEEE
+// rule in both paths (a -0 value, or a negative one times a zero scale, gives -0). The NaN scale code (0x7F,
+// the sign ignored) becomes the NaN 0x7FFF, so every product is 0x7FFF whether the hardware returns its
+// canonical NaN or passes the NaN operand on, as the widened path's NaN is (fp32 arithmetic returns
+// 0x7FFFFFFF, which rounds to 0x7FFF); on the host both paths give encode_bf16's 0x7FC0.
+inline constexpr std::uint32_t kBf16TwoTo120 = 0x7B80u;
+
+BSGEMM_HD inline void stage_nv16_fp4_chunk_pairs(std::uint32_t packed, std::uint32_t scale_code, std::uint32_t (&pairs)[4]) {
+  e2m1x8_to_bf16_pairs(packed, pairs);
+  const std::uint32_t lowered = (scale_code * 0x00100010u) & 0x07F007F0u;  // the code's 7 low bits << 4, twice
+  const std::uint32_t scale = lowered == 0x07F007F0u ? 0x7FFF7FFFu : bf16x2_multiply(lowered, kBf16TwoTo120 * 0x00010001u);
+  for (int i = 0; i < 4; ++i) pairs[i] = bf16x2_multiply(pairs[i], scale);
+}
+
 }  // namespace bsgemm::core

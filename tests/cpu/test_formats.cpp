@@ -692,6 +692,33 @@ TEST(Formats, LoadAndStoreValues) {
   EXPECT_EQ(max_finite(DataType::ue8m0), decode_ue8m0(254));
 }
 
+// The staging pass's nvfp4 chunks straight from their codes (core::stage_nv16_fp4_chunk_pairs) are, bit for
+// bit, what the widened path (e4m3 codes, then stage_chunk_pairs with the decoded ue4m3 scale) makes of the
+// same codes, for every scale code (the sign bit, zero, the subnormals and NaN included) with every e2m1 code
+// in every position and random words; and each element is the exact product, computed here in double, in
+// the pairs order.
+TEST(Formats, Nv16Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
+  ASSERT_EQ(decode_bf16(core::kBf16TwoTo120), std::ldexp(1.0f, 120));
+  std::mt19937 rng(2037);
+  for (std::uint32_t s = 0; s < 256; ++s) {
+    const auto scale_code = static_cast<std::uint8_t>(s);
+    const auto check = [&](std::uint32_t packed) {
+      std::uint32_t widened[2], expected[4], staged[4];
+      core::widen_fp4_chunk(packed, widened);
+      core::stage_chunk_pairs(widened, /*e5m2=*/false, decode_ue4m3(scale_code), expected);
+      core::stage_nv16_fp4_chunk_pairs(packed, scale_code, staged);
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(staged[i], expected[i]) << "scale code " << s << " codes " << packed << " pair " << i;
+      for (int e = 0; e < 8; ++e) {
+        const double exact = expected_e2m1((packed >> (4 * e)) & 0xFu) * expected_ue4m3(s);
+        ASSERT_TRUE(same_value(decode_bf16(pairs_element(staged, e)), exact)) << "scale code " << s << " codes " << packed << " element " << e;
+      }
+    };
+    for_every_code_in_every_position(check);
+    for (int trial = 0; trial < 256 && !HasFatalFailure(); ++trial) check(static_cast<std::uint32_t>(rng()));
+    if (HasFatalFailure()) return;
+  }
+}
+
 // ---- the PyTorch golden file ------------------------------------------------------------------
 
 class TorchGolden : public ::testing::Test {

@@ -10,7 +10,9 @@
 // hardware), f16 -> f32 (exact), times the scale (2^(code - 127) or a ue4m3 value: exact unless the
 // product leaves fp32's range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4),
 // -> bf16 with round-to-nearest-even (exact for every normal bf16; the README's accuracy section names
-// where subnormals round).
+// where subnormals round). nvfp4 rows in the weights' order skip the widening and the fp32 detour: their
+// codes go straight to bf16 and take one bf16 multiply by the scale (core::stage_nv16_fp4_chunk_pairs: bit
+// for bit the same result, in 32 SASS instructions a chunk instead of 57, each compiled alone).
 #include <algorithm>
 #include <cstdint>
 
@@ -43,10 +45,20 @@ __host__ __device__ inline std::int64_t row_chunks(const StageOperand& op) {
   return op.weights_order ? (op.k + kSlice - 1) / kSlice * (kSlice / kChunk) : (op.k + kChunk - 1) / kChunk;
 }
 
-// The codes of the chunk at src whose first `valid` elements lie before K's end, as two words of 8-bit
-// codes in K order (FP4 widened to e4m3), the elements past K's end zero.
+// How a row's chunks become bf16: FP8 codes through f16 and fp32, times the scale, rounded to bf16; FP4
+// codes widened to e4m3 first (mxfp4, and nvfp4 rows in K order); nvfp4 codes in the weights' order
+// straight to bf16 pairs, times the scale in bf16.
+enum class ChunkPath { fp8, fp4_widened, nv16_fp4_from_codes };
+
+// Words of codes a chunk holds from its load to its conversion: 8 bytes of FP8 codes, or the 8 nibbles of
+// FP4 ones packed in one word (widened, where they are, only at the conversion).
 template <bool kFp4>
-__device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, std::uint32_t (&codes)[2]) {
+constexpr int kCodeWords = kFp4 ? 1 : 2;
+
+// The codes of the chunk at src whose first `valid` elements lie before K's end, in K order (8-bit codes
+// four to a word, or e2m1 codes eight to a word, the low nibble first), the elements past K's end zero.
+template <bool kFp4>
+__device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, std::uint32_t (&codes)[kCodeWords<kFp4>]) {
   constexpr int kBytes = kFp4 ? kChunk / 2 : kChunk;
   const bool whole = valid == kChunk && (reinterpret_cast<std::uintptr_t>(src) & (kBytes - 1)) == 0;
   if constexpr (kFp4) {
@@ -59,7 +71,7 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, s
         if (e < valid) packed |= static_cast<std::uint32_t>(__ldg(src + e / 2)) << (4 * e);
       packed &= valid >= kChunk ? ~0u : (1u << (4 * valid)) - 1u;  // an odd tail's last nibble
     }
-    core::widen_fp4_chunk(packed, codes);
+    codes[0] = packed;
   } else if (whole) {
     const uint2 v = __ldg(reinterpret_cast<const uint2*>(src));
     codes[0] = v.x, codes[1] = v.y;
@@ -71,16 +83,41 @@ __device__ __forceinline__ void load_chunk(const std::uint8_t* src, int valid, s
   }
 }
 
+// The bf16 of a chunk times its scale: pairs[i] holds elements i and i + 4 (the pairs order) for the
+// weights' order, elements 2 i and 2 i + 1 (K order) otherwise.
+template <ChunkPath kPath>
+__device__ __forceinline__ void convert_chunk(const StageOperand& op,
+                                              const std::uint32_t (&codes)[kCodeWords<kPath != ChunkPath::fp8>],
+                                              std::uint8_t scale_code, std::uint32_t (&pairs)[4]) {
+  if constexpr (kPath == ChunkPath::nv16_fp4_from_codes) {
+    core::stage_nv16_fp4_chunk_pairs(codes[0], scale_code, pairs);
+  } else {
+    std::uint32_t fp8_codes[2];
+    if constexpr (kPath == ChunkPath::fp4_widened) {
+      core::widen_fp4_chunk(codes[0], fp8_codes);
+    } else {
+      fp8_codes[0] = codes[0], fp8_codes[1] = codes[1];
+    }
+    const bool e5m2 = op.element == DataType::e5m2;
+    // ue4m3 (the sign bit ignored, as decode_ue4m3 does) or ue8m0.
+    const float scale = op.nv16 ? decode_ue4m3(scale_code) : ue8m0_to_float(scale_code);
+    if (op.weights_order)
+      core::stage_chunk_pairs(fp8_codes, e5m2, scale, pairs);
+    else
+      core::stage_chunk(fp8_codes, e5m2, scale, pairs);
+  }
+}
+
 // The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk. In the weights' K order a row
 // covers whole 64-deep slices: the chunks past K's end are written as zeros.
-template <bool kFp4>
+template <ChunkPath kPath>
 __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int ctas) {
+  constexpr bool kFp4 = kPath != ChunkPath::fp8;
   const int chunks_per_row = static_cast<int>(row_chunks(op));  // K < 2^31 (can_implement)
   const int lanes = lanes_per_row(chunks_per_row);
   const int rows_per_cta = kThreads / lanes;
   const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
   if (row_in_cta >= rows_per_cta) return;
-  const bool e5m2 = op.element == DataType::e5m2;
   // A chunk lies inside one scale block: 32 elements (ue8m0, four chunks) or 16 (nvfp4's ue4m3, two). In
   // the weights' order chunks_per_row counts whole 64-deep slices, so scale_cols may exceed the scales'
   // columns by one or two; only the blocked layout reads it, padded to 4 columns, where both come out the
@@ -98,7 +135,7 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
         op.scales == nullptr ? nullptr
                              : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
     for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
-      std::uint32_t codes[kChunksInFlight][2];
+      std::uint32_t codes[kChunksInFlight][kCodeWords<kFp4>];
       std::uint8_t scale_codes[kChunksInFlight];
 #pragma unroll
       for (int u = 0; u < kChunksInFlight; ++u) {
@@ -118,21 +155,18 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
       for (int u = 0; u < kChunksInFlight; ++u) {
         const int c = first + u * lanes;
         if (c < chunks_per_row) {
-          // ue4m3 (the sign bit ignored, as decode_ue4m3 does) or ue8m0.
-          const float scale = op.nv16 ? decode_ue4m3(scale_codes[u]) : ue8m0_to_float(scale_codes[u]);
           std::uint32_t pairs[4];
-          if (op.weights_order) {
+          convert_chunk<kPath>(op, codes[u], scale_codes[u], pairs);
+          if (kPath == ChunkPath::nv16_fp4_from_codes || op.weights_order) {
             // Chunk j of a slice holds positions 8 j .. 8 j + 7; pair i (positions 8 j + i and + 4) lands at
             // slot 8 (4 (j % 2) + i) + 2 (j / 2) (core::weights_order_slot): four 4-byte stores, a warp's
             // eight chunks of a slice filling its 128 bytes.
-            core::stage_chunk_pairs(codes[u], e5m2, scale, pairs);
             const int j = c % 8;
             std::uint16_t* slice = dst + core::kWeightsOrderSlice * (c / 8);
 #pragma unroll
             for (int i = 0; i < 4; ++i)
               *reinterpret_cast<std::uint32_t*>(slice + 8 * (4 * (j % 2) + i) + 2 * (j / 2)) = pairs[i];
           } else {
-            core::stage_chunk(codes[u], e5m2, scale, pairs);
             // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
             // and a chunk at K's tail stays inside the row's staged_ld elements (its last ones zero).
             *reinterpret_cast<uint4*>(dst + kChunk * c) = make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
@@ -144,10 +178,12 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
 }
 
 __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int cta, int ctas) {
-  if (op.element == DataType::e2m1)
-    stage_rows<true>(op, cta, ctas);
+  if (op.element != DataType::e2m1)
+    stage_rows<ChunkPath::fp8>(op, cta, ctas);
+  else if (op.nv16 && op.weights_order)
+    stage_rows<ChunkPath::nv16_fp4_from_codes>(op, cta, ctas);
   else
-    stage_rows<false>(op, cta, ctas);
+    stage_rows<ChunkPath::fp4_widened>(op, cta, ctas);
 }
 
 // CTAs [0, a_ctas) stage A, the rest B.
