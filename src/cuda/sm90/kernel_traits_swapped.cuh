@@ -89,8 +89,8 @@ struct SwappedKernelTraits {
   static constexpr int kStepsB = scale_steps(BScales);
   // Whether B's scale codes may come by TMA with each stage (KernelParams::sfb_by_tma), the consumers
   // decoding the code they need instead of reading fp32 from the loaders: the staged-token tiles 256
-  // weights wide. The 384-weight tile's consumers spill with the codes' second loop, and so do fp8-block128
-  // tokens' 32-token tile's (four bytes).
+  // weights wide. The 384-weight tile's consumers spilled 172 bytes with the codes' second loop, and
+  // fp8-block128 tokens' 32-token tile's 4 (bench/NOTES.md version 23).
   static constexpr bool kScaleCodesByTma = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
   // The stage's box of codes: kScaleCodeWindow bytes of each of the tile's weight rows, in the room of the
   // stage's fp32 scales (sfb), which it leaves unused.
