@@ -998,19 +998,14 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
   }
 }
 
-// B's scale tensor of a MoE-form call as the kernel reads it: leading dimension and batch stride in
-// elements, the dense defaults where the arguments give 0.
+// B's scale tensor of a MoE-form call as the kernel reads it: its rows, leading dimension and batch stride
+// in elements, the dense defaults where the arguments give 0 (core::resolve_moe_whole's).
 struct ScaleStrides {
   std::int64_t rows = 0, ld = 0, batch_stride = 0;
 };
 ScaleStrides b_scale_strides(const GemmArguments& a) {
-  ScaleStrides s;
-  s.rows = scale_rows(a.b_type.recipe, Operand::b, a.moe.n);
-  const std::int64_t cols = scale_cols(a.b_type.recipe, a.moe.k);
-  s.ld = a.moe.sfb_ld != 0 ? a.moe.sfb_ld : default_scale_ld(a.b_type.scale_layout, s.rows, cols);
-  s.batch_stride = a.moe.sfb_batch_stride != 0 ? a.moe.sfb_batch_stride
-                                               : core::dense_scale_batch_stride(a.b_type.scale_layout, s.rows, cols, s.ld);
-  return s;
+  const core::ResolvedGroup whole = core::resolve_moe_whole(core::make_call_spec(a), a.moe);
+  return {scale_rows(a.b_type.recipe, Operand::b, a.moe.n), whole.sfb.ld, whole.sfb.batch_stride};
 }
 
 // Whether a TMA box can bring B's scale codes: a MoE form, B's scales linear, their base 16-byte aligned,

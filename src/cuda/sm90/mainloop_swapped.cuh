@@ -79,10 +79,9 @@ struct SwappedMainloop {
   // where the warp's scales allow it, else 2^126 and then the scale (decode_weights).
   static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 0;
   static constexpr float kAccumulatorScale = static_cast<float>(1 << kWeightExponent);
-  static constexpr float kNv16Lift = 0x1p119f;  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value
-  static_assert(core::kTinyBf16Exponent == 126, "kNv16Lift and the mx32 multiply by 2^126");
-
-  static_assert(kNv16Lift == core::kUe4m3Lift && core::kUe8m0Lift == 0x1p126f, "the lifted pairs from the codes");
+  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value; mx32's lift is 2^kTinyBf16Exponent.
+  static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p126f,
+                "the lifts of src/core/scale_codes.hpp");
 
   // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (CodesByTma):
   // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones, but +9% on fp8-block128 tokens' 64-token
@@ -181,7 +180,7 @@ struct SwappedMainloop {
   // 2^(126 - kWeightExponent) (from its fp32 value, or lifted_pair: given as that bf16 pair), or (any mx32
   // scale) by 2^126 and then by the scale.
   enum class ScaleSteps { one, two, lifted_pair };
-  static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? kNv16Lift : 0x1p126f;
+  static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? core::kUe4m3Lift : core::kUe8m0Lift;
 
   template <ScaleSteps Steps, int Words, class Scale>
   __device__ __forceinline__ static void scale_rows(const std::uint32_t (&codes)[kSlabs][2][Words],
@@ -206,7 +205,7 @@ struct SwappedMainloop {
           for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], lifted);
         } else {
 #pragma unroll
-          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], 0x1p126f);
+          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], core::kUe8m0Lift);
 #pragma unroll
           for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], scale[slab][upper]);
         }
