@@ -19,6 +19,7 @@
 #include "bsgemm/formats.hpp"
 #include "bsgemm/recipe.hpp"
 #include "src/core/stage_bf16.hpp"
+#include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/sm90/launch.hpp"
 #include "src/cuda/sm90/scale_loader.cuh"
 
@@ -186,8 +187,11 @@ __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int c
     stage_rows<ChunkPath::fp4_widened>(op, cta, ctas);
 }
 
-// CTAs [0, a_ctas) stage A, the rest B.
+// CTAs [0, a_ctas) stage A, the rest B. The GEMM kernel that follows (a programmatic dependent launch) may
+// be launched at once: its CTAs take an SM as this pass's CTAs leave it, set up, and wait in
+// griddepcontrol.wait for the whole pass and its writes, instead of being launched only after the pass.
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const StageOperand a, const StageOperand b, int a_ctas) {
+  ptx::launch_dependents();
   const int cta = static_cast<int>(blockIdx.x);
   if (cta < a_ctas)
     stage_operand_rows(a, cta, a_ctas);
