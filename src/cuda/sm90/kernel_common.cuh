@@ -172,8 +172,8 @@ __device__ __forceinline__ void run_roles(Tma&& tma, Loader&& loader, Consumer&&
 }
 
 // One persistent CTA per SM (`grid`), Traits::kThreads threads, Traits::kSharedBytes of dynamic shared memory. Launched
-// with programmatic dependent launch: the CTAs start while the prepare kernel finishes and wait for its
-// records in griddepcontrol.wait, so the launch latency overlaps the prepare kernel.
+// with programmatic dependent launch: the CTAs start while the prepare kernel (or the staging pass) finishes
+// and wait for its writes in griddepcontrol.wait, so the launch latency overlaps the kernel before.
 template <class Traits>
 cudaError_t launch_persistent(void (*kernel)(KernelParams), const KernelParams& p, int grid, cudaStream_t stream) {
   const cudaError_t e =

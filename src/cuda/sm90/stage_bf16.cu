@@ -188,8 +188,9 @@ __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int c
 }
 
 // CTAs [0, a_ctas) stage A, the rest B. The GEMM kernel that follows (a programmatic dependent launch) may
-// be launched at once: its CTAs take an SM as this pass's CTAs leave it, set up, and wait in
-// griddepcontrol.wait for the whole pass and its writes, instead of being launched only after the pass.
+// be launched at once: its CTAs take an SM as this pass's CTAs leave it and wait there in griddepcontrol.wait
+// for the whole pass and its writes (wait_for_valid_records), instead of the launch waiting for the pass's
+// end (bench/NOTES.md version 25: -0.5 to -1.7% at G128-M16, nothing at G32-M64).
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const StageOperand a, const StageOperand b, int a_ctas) {
   ptx::launch_dependents();
   const int cta = static_cast<int>(blockIdx.x);
