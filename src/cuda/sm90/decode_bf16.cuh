@@ -64,12 +64,6 @@ __device__ __forceinline__ std::uint32_t scale_bf16x2(std::uint32_t w, float sca
   return *reinterpret_cast<const std::uint32_t*>(&v);
 }
 
-// The same with the scale given as a bf16 pair (both halves the scale; core::ue4m3_lifted_bf16x2).
-__device__ __forceinline__ std::uint32_t scale_bf16x2_by_pair(std::uint32_t w, std::uint32_t scale_pair) {
-  const __nv_bfloat162 v = __hmul2(*reinterpret_cast<const __nv_bfloat162*>(&w), *reinterpret_cast<const __nv_bfloat162*>(&scale_pair));
-  return *reinterpret_cast<const std::uint32_t*>(&v);
-}
-
 template <int Words>
 __device__ __forceinline__ void scale_bf16x2(std::uint32_t (&w)[Words], float scale) {
 #pragma unroll

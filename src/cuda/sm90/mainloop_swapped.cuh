@@ -19,6 +19,7 @@
 
 #include "src/core/fp4_to_fp8.hpp"
 #include "src/core/scale_codes.hpp"
+#include "src/core/stage_bf16.hpp"
 #include "src/cuda/ptx/mbarrier.cuh"
 #include "src/cuda/ptx/sync.cuh"
 #include "src/cuda/ptx/wgmma.cuh"
@@ -198,7 +199,7 @@ struct SwappedMainloop {
 #pragma unroll
           for (int h = 0; h < Words; ++h)
 #pragma unroll
-            for (int i = 0; i < 4; ++i) w[h][i] = scale_bf16x2_by_pair(w[h][i], scale[slab][upper]);
+            for (int i = 0; i < 4; ++i) w[h][i] = core::bf16x2_multiply(w[h][i], scale[slab][upper]);
         } else if constexpr (Steps == ScaleSteps::one) {
           const float lifted = scale[slab][upper] * kLift;
 #pragma unroll

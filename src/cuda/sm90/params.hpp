@@ -91,9 +91,9 @@ struct KernelParams {
   CUtensorMap d_map;
   bool d_map_ready;
   // The register-operand kernel's staged-token tiles 256 weights wide, in the MoE forms with B's scales
-  // linear and 16-byte aligned (scale_codes_by_tma in cuda_backend.cpp): B's 8-bit scale codes as (codes,
-  // N, experts), a box of the 16-code window holding a stage's codes (kScaleCodeWindow) by the tile's rows,
-  // brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
+  // linear and 16-byte aligned (scale_codes_by_tma_applies in cuda_backend.cpp): B's 8-bit scale codes as
+  // (codes, N, experts), a box of the 16-code window holding a stage's codes (kScaleCodeWindow) by the tile's
+  // rows, brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
   CUtensorMap sfb_map;
   bool sfb_by_tma;
   const DeviceGroup* groups;
