@@ -719,6 +719,33 @@ TEST(Formats, Nv16Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
   }
 }
 
+// The same for mxfp4 chunks (core::stage_mx32_fp4_chunk_pairs against widen_fp4_chunk and stage_chunk_pairs
+// with the decoded ue8m0 scale): every scale code (zero's subnormal 2^-127, the largest, whose products
+// overflow to infinity, and NaN) with every e2m1 code in every position and random words, bit for bit, and
+// each element the exact product, or infinity past bf16's largest finite value.
+TEST(Formats, Mx32Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
+  const double largest_bf16 = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+  std::mt19937 rng(2039);
+  for (std::uint32_t s = 0; s < 256; ++s) {
+    const auto scale_code = static_cast<std::uint8_t>(s);
+    const auto check = [&](std::uint32_t packed) {
+      std::uint32_t widened[2], expected[4], staged[4];
+      core::widen_fp4_chunk(packed, widened);
+      core::stage_chunk_pairs(widened, /*e5m2=*/false, decode_ue8m0(scale_code), expected);
+      core::stage_mx32_fp4_chunk_pairs(packed, scale_code, staged);
+      for (int i = 0; i < 4; ++i) ASSERT_EQ(staged[i], expected[i]) << "scale code " << s << " codes " << packed << " pair " << i;
+      for (int e = 0; e < 8; ++e) {
+        const double exact = expected_e2m1((packed >> (4 * e)) & 0xFu) * expected_ue8m0(s);
+        const double value = std::fabs(exact) > largest_bf16 ? std::copysign(kInf, exact) : exact;
+        ASSERT_TRUE(same_value(decode_bf16(pairs_element(staged, e)), value)) << "scale code " << s << " codes " << packed << " element " << e;
+      }
+    };
+    for_every_code_in_every_position(check);
+    for (int trial = 0; trial < 256 && !HasFatalFailure(); ++trial) check(static_cast<std::uint32_t>(rng()));
+    if (HasFatalFailure()) return;
+  }
+}
+
 // ---- the PyTorch golden file ------------------------------------------------------------------
 
 class TorchGolden : public ::testing::Test {

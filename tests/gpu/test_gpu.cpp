@@ -867,10 +867,10 @@ class GpuStagedTokens : public GpuVariantTest {};
 // The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
 // staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
 // ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
-// past a stage), empty and one-row groups, 256 groups, both ends of the scale range. The contiguous form with
-// A's scales blocked, the 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the
-// kernel applies per stage, in a second set of accumulators) on the 384-weight tile, are refused before
-// anything runs.
+// past a stage, and whole slices, which the staging pass writes half a slice a lane), empty and one-row
+// groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked, the
+// 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the kernel applies per stage,
+// in a second set of accumulators) on the 384-weight tile, are refused before anything runs.
 TEST_P(GpuStagedTokens, EveryShape) {
   SKIP_WITHOUT_GPU();
   RecipeVariant v = variant();
@@ -915,7 +915,7 @@ TEST_P(GpuStagedTokens, EveryShape) {
         continue;
       }
       for (const auto& [d, k] : std::vector<std::pair<DataType, std::int32_t>>{
-               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}}) {
+               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}, {DataType::bf16, 320}}) {
         WorkloadSpec spec = make_spec(v, layout, d, moe_groups({64, 33, 1, 0, 17}, 264, k), ++seed);
         if (layout == GroupLayout::masked) spec.moe_rows = 72;
         HostWorkload host;

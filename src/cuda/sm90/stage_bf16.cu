@@ -10,9 +10,10 @@
 // hardware), f16 -> f32 (exact), times the scale (2^(code - 127) or a ue4m3 value: exact unless the
 // product leaves fp32's range, since e2m1 and FP8 values carry at most 4 significant bits and ue4m3 4),
 // -> bf16 with round-to-nearest-even (exact for every normal bf16; the README's accuracy section names
-// where subnormals round). nvfp4 rows in the weights' order skip the widening and the fp32 detour: their
-// codes go straight to bf16 and take one bf16 multiply by the scale (core::stage_nv16_fp4_chunk_pairs: bit
-// for bit the same result, in 32 SASS instructions a chunk instead of 57, each compiled alone).
+// where subnormals round). FP4 rows in the weights' order skip the widening and the fp32 detour: their
+// codes go straight to bf16 and take one bf16 multiply by the scale (core::stage_nv16_fp4_chunk_pairs and
+// stage_mx32_fp4_chunk_pairs: bit for bit the same result, nvfp4's in 32 SASS instructions a chunk instead
+// of 57, each compiled alone).
 #include <algorithm>
 #include <cstdint>
 
@@ -47,9 +48,9 @@ __host__ __device__ inline std::int64_t row_chunks(const StageOperand& op) {
 }
 
 // How a row's chunks become bf16: FP8 codes through f16 and fp32, times the scale, rounded to bf16; FP4
-// codes widened to e4m3 first (mxfp4, and nvfp4 rows in K order); nvfp4 codes in the weights' order
-// straight to bf16 pairs, times the scale in bf16.
-enum class ChunkPath { fp8, fp4_widened, nv16_fp4_from_codes };
+// codes widened to e4m3 first (rows in K order); FP4 codes in the weights' order straight to bf16 pairs,
+// times the scale in bf16 (nvfp4's ue4m3, mxfp4's ue8m0).
+enum class ChunkPath { fp8, fp4_widened, nv16_fp4_from_codes, mx32_fp4_from_codes };
 
 // Words of codes a chunk holds from its load to its conversion: 8 bytes of FP8 codes, or the 8 nibbles of
 // FP4 ones packed in one word (widened, where they are, only at the conversion).
@@ -92,6 +93,8 @@ __device__ __forceinline__ void convert_chunk(const StageOperand& op,
                                               std::uint8_t scale_code, std::uint32_t (&pairs)[4]) {
   if constexpr (kPath == ChunkPath::nv16_fp4_from_codes) {
     core::stage_nv16_fp4_chunk_pairs(codes[0], scale_code, pairs);
+  } else if constexpr (kPath == ChunkPath::mx32_fp4_from_codes) {
+    core::stage_mx32_fp4_chunk_pairs(codes[0], scale_code, pairs);
   } else {
     std::uint32_t fp8_codes[2];
     if constexpr (kPath == ChunkPath::fp4_widened) {
@@ -107,6 +110,17 @@ __device__ __forceinline__ void convert_chunk(const StageOperand& op,
     else
       core::stage_chunk(fp8_codes, e5m2, scale, pairs);
   }
+}
+
+// Chunk c of a row staged in the weights' order: chunk j of a slice holds positions 8 j .. 8 j + 7, and pair
+// i (positions 8 j + i and + 4) lands at slot 8 (4 (j % 2) + i) + 2 (j / 2) (core::weights_order_slot): four
+// 4-byte stores, a warp's eight chunks of a slice filling its 128 bytes (16-byte stores after an exchange
+// through shared memory measured no faster: bench/NOTES.md version 30).
+__device__ __forceinline__ void store_weights_order_chunk(std::uint16_t* row, int c, const std::uint32_t (&pairs)[4]) {
+  const int j = c % 8;
+  std::uint16_t* slice = row + core::kWeightsOrderSlice * (c / 8);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) *reinterpret_cast<std::uint32_t*>(slice + 8 * (4 * (j % 2) + i) + 2 * (j / 2)) = pairs[i];
 }
 
 // The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk. In the weights' K order a row
@@ -158,15 +172,8 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
         if (c < chunks_per_row) {
           std::uint32_t pairs[4];
           convert_chunk<kPath>(op, codes[u], scale_codes[u], pairs);
-          if (kPath == ChunkPath::nv16_fp4_from_codes || op.weights_order) {
-            // Chunk j of a slice holds positions 8 j .. 8 j + 7; pair i (positions 8 j + i and + 4) lands at
-            // slot 8 (4 (j % 2) + i) + 2 (j / 2) (core::weights_order_slot): four 4-byte stores, a warp's
-            // eight chunks of a slice filling its 128 bytes.
-            const int j = c % 8;
-            std::uint16_t* slice = dst + core::kWeightsOrderSlice * (c / 8);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              *reinterpret_cast<std::uint32_t*>(slice + 8 * (4 * (j % 2) + i) + 2 * (j / 2)) = pairs[i];
+          if (kPath == ChunkPath::nv16_fp4_from_codes || kPath == ChunkPath::mx32_fp4_from_codes || op.weights_order) {
+            store_weights_order_chunk(dst, c, pairs);
           } else {
             // dst_ld is a multiple of 8 and the buffer 256-byte aligned: every chunk's 16 bytes are aligned,
             // and a chunk at K's tail stays inside the row's staged_ld elements (its last ones zero).
@@ -178,11 +185,84 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
   }
 }
 
+// The weights' order over whole slices (K a multiple of 64, every row's codes aligned to a chunk's), the
+// decode calls' tokens: stage_rows' generality (K's tail, each chunk's alignment test, a scale layout's
+// switch) takes half of its 80-odd instructions a chunk there, and ncu finds the pass issue-bound (47% of
+// issue slots, DRAM at 12%). Here a chunk is one plain load, its scale column's offset two multiply-adds of
+// values fixed per operand, the conversion, and the same stores. Whether an operand qualifies is the host's
+// choice of kernel (launch_stage_bf16).
+bool whole_slices(const StageOperand& op) {
+  const bool fp4 = op.element == DataType::e2m1;
+  if (!op.weights_order || op.k <= 0 || op.k % core::kWeightsOrderSlice != 0) return false;
+  if (fp4 && (op.ld % 2 != 0 || op.batch_stride % 2 != 0)) return false;
+  const std::uint64_t bytes = reinterpret_cast<std::uintptr_t>(op.src) |
+                              static_cast<std::uint64_t>(fp4 ? op.ld / 2 : op.ld) |
+                              static_cast<std::uint64_t>(op.batches > 1 ? (fp4 ? op.batch_stride / 2 : op.batch_stride) : 0);
+  return bytes % (fp4 ? kChunk / 2 : kChunk) == 0;
+}
+
+template <ChunkPath kPath>
+__device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int cta, int ctas) {
+  constexpr bool kFp4 = kPath != ChunkPath::fp8;
+  const int chunks_per_row = static_cast<int>(op.k / kChunk);  // K < 2^31 (can_implement)
+  const int lanes = lanes_per_row(chunks_per_row);
+  const int rows_per_cta = kThreads / lanes;
+  const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
+  if (row_in_cta >= rows_per_cta) return;
+  const int scale_shift = op.nv16 ? 1 : 2;
+  const std::int64_t scale_cols = chunks_per_row >> scale_shift;
+  // scale_col_offset(layout, col, ld) as (col / 4) * group_stride + (col % 4) * col_step in every layout:
+  // linear 4 and 1, blocked_128x4 512 and 1, mn_major 4 ld and ld.
+  const std::int64_t col_step = op.scale_layout == ScaleLayout::mn_major ? op.scale_ld : 1;
+  const std::int64_t group_stride = op.scale_layout == ScaleLayout::blocked_128x4 ? 512 : 4 * col_step;
+  const std::uint8_t unit_scale = op.nv16 ? kUe4m3One : kUe8m0One;
+  const std::int64_t total_rows = op.batches * op.rows;
+  for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
+       r += static_cast<std::int64_t>(ctas) * rows_per_cta) {
+    const std::int64_t batch = r / op.rows;
+    const std::int64_t row = r - batch * op.rows;
+    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0));
+    std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
+    const std::uint8_t* scales =
+        op.scales == nullptr ? nullptr
+                             : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
+    for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
+      std::uint32_t codes[kChunksInFlight][kCodeWords<kFp4>];
+      std::uint8_t scale_codes[kChunksInFlight];
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) {
+          if constexpr (kFp4) {
+            codes[u][0] = __ldg(reinterpret_cast<const std::uint32_t*>(src) + c);
+          } else {
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + c);
+            codes[u][0] = v.x, codes[u][1] = v.y;
+          }
+          const int col = c >> scale_shift;
+          scale_codes[u] = scales == nullptr ? unit_scale : __ldg(scales + (col >> 2) * group_stride + (col & 3) * col_step);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kChunksInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) {
+          std::uint32_t pairs[4];
+          convert_chunk<kPath>(op, codes[u], scale_codes[u], pairs);
+          store_weights_order_chunk(dst, c, pairs);
+        }
+      }
+    }
+  }
+}
+
 __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int cta, int ctas) {
   if (op.element != DataType::e2m1)
     stage_rows<ChunkPath::fp8>(op, cta, ctas);
-  else if (op.nv16 && op.weights_order)
+  else if (op.weights_order && op.nv16)
     stage_rows<ChunkPath::nv16_fp4_from_codes>(op, cta, ctas);
+  else if (op.weights_order)
+    stage_rows<ChunkPath::mx32_fp4_from_codes>(op, cta, ctas);
   else
     stage_rows<ChunkPath::fp4_widened>(op, cta, ctas);
 }
@@ -198,6 +278,15 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const 
     stage_operand_rows(a, cta, a_ctas);
   else
     stage_operand_rows(b, cta - a_ctas, static_cast<int>(gridDim.x) - a_ctas);
+}
+
+// The decode calls' tokens (A alone, whole slices): a kernel of its own per conversion, whose code is only
+// stage_whole_slices' (bench/NOTES.md version 33: in one kernel with stage_rows' paths, the FP8 tokens' calls
+// measured 0.5-1% slower for the FP4 paths' sake).
+template <ChunkPath kPath>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kernel(const StageOperand a) {
+  ptx::launch_dependents();
+  stage_whole_slices<kPath>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 // CTAs that cover an operand's rows once (0 when it has none).
@@ -217,6 +306,16 @@ cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int 
   // One wave of resident CTAs, split between A and B by bytes to write so that both finish together; each
   // operand's loop strides past the rows beyond its CTAs.
   const std::int64_t cap = static_cast<std::int64_t>(kCtasPerSm) * sms;
+  if (wanted_b == 0 && whole_slices(a)) {
+    const auto grid = static_cast<unsigned>(std::min(wanted_a, cap));
+    if (a.element != DataType::e2m1)
+      stage_whole_slices_kernel<ChunkPath::fp8><<<grid, kThreads, 0, stream>>>(a);
+    else if (a.nv16)
+      stage_whole_slices_kernel<ChunkPath::nv16_fp4_from_codes><<<grid, kThreads, 0, stream>>>(a);
+    else
+      stage_whole_slices_kernel<ChunkPath::mx32_fp4_from_codes><<<grid, kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   const double bytes_a = static_cast<double>(a.batches * a.rows) * static_cast<double>(a.k);
   const double bytes_b = static_cast<double>(b.batches * b.rows) * static_cast<double>(b.k);
   std::int64_t ctas_a = std::min(wanted_a, static_cast<std::int64_t>(static_cast<double>(cap) * bytes_a / (bytes_a + bytes_b)));
