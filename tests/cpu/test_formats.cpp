@@ -692,58 +692,53 @@ TEST(Formats, LoadAndStoreValues) {
   EXPECT_EQ(max_finite(DataType::ue8m0), decode_ue8m0(254));
 }
 
-// The staging pass's nvfp4 chunks straight from their codes (core::stage_nv16_fp4_chunk_pairs) are, bit for
-// bit, what the widened path (e4m3 codes, then stage_chunk_pairs with the decoded ue4m3 scale) makes of the
-// same codes, for every scale code (the sign bit, zero, the subnormals and NaN included) with every e2m1 code
-// in every position and random words; and each element is the exact product, computed here in double, in
-// the pairs order.
-TEST(Formats, Nv16Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
-  ASSERT_EQ(decode_bf16(core::kBf16TwoTo120), std::ldexp(1.0f, 120));
-  std::mt19937 rng(2037);
+// For every scale code with every e2m1 code in every position and random words: the staging pass's FP4 chunk
+// straight from its codes (`from_codes`) is, bit for bit, what the widened path (e4m3 codes, then
+// stage_chunk_pairs with the scale `decode_scale` gives) makes of the same codes, and each element in the pairs
+// order is `element_value` of its exact product, computed here in double.
+template <typename FromCodes, typename DecodeScale, typename ElementValue>
+void expect_fp4_chunks_from_codes_are_the_widened_ones(FromCodes from_codes, DecodeScale decode_scale,
+                                                        double (*expected_scale)(std::uint32_t),
+                                                        ElementValue element_value, std::uint32_t seed) {
+  std::mt19937 rng(seed);
   for (std::uint32_t s = 0; s < 256; ++s) {
     const auto scale_code = static_cast<std::uint8_t>(s);
     const auto check = [&](std::uint32_t packed) {
       std::uint32_t widened[2], expected[4], staged[4];
       core::widen_fp4_chunk(packed, widened);
-      core::stage_chunk_pairs(widened, /*e5m2=*/false, decode_ue4m3(scale_code), expected);
-      core::stage_nv16_fp4_chunk_pairs(packed, scale_code, staged);
+      core::stage_chunk_pairs(widened, /*e5m2=*/false, decode_scale(scale_code), expected);
+      from_codes(packed, scale_code, staged);
       for (int i = 0; i < 4; ++i) ASSERT_EQ(staged[i], expected[i]) << "scale code " << s << " codes " << packed << " pair " << i;
       for (int e = 0; e < 8; ++e) {
-        const double exact = expected_e2m1((packed >> (4 * e)) & 0xFu) * expected_ue4m3(s);
-        ASSERT_TRUE(same_value(decode_bf16(pairs_element(staged, e)), exact)) << "scale code " << s << " codes " << packed << " element " << e;
+        const double exact = expected_e2m1((packed >> (4 * e)) & 0xFu) * expected_scale(s);
+        ASSERT_TRUE(same_value(decode_bf16(pairs_element(staged, e)), element_value(exact)))
+            << "scale code " << s << " codes " << packed << " element " << e;
       }
     };
     for_every_code_in_every_position(check);
-    for (int trial = 0; trial < 256 && !HasFatalFailure(); ++trial) check(static_cast<std::uint32_t>(rng()));
-    if (HasFatalFailure()) return;
+    for (int trial = 0; trial < 256 && !::testing::Test::HasFatalFailure(); ++trial) check(static_cast<std::uint32_t>(rng()));
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 
-// The same for mxfp4 chunks (core::stage_mx32_fp4_chunk_pairs against widen_fp4_chunk and stage_chunk_pairs
-// with the decoded ue8m0 scale): every scale code (zero's subnormal 2^-127, the largest, whose products
-// overflow to infinity, and NaN) with every e2m1 code in every position and random words, bit for bit, and
-// each element the exact product, or infinity past bf16's largest finite value.
+// nvfp4 (core::stage_nv16_fp4_chunk_pairs, the ue4m3 scale): the sign bit, zero, the subnormals and NaN
+// included; every product is exact.
+TEST(Formats, Nv16Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
+  ASSERT_EQ(decode_bf16(core::kBf16TwoTo120), std::ldexp(1.0f, 120));
+  expect_fp4_chunks_from_codes_are_the_widened_ones(
+      [](std::uint32_t packed, std::uint32_t code, std::uint32_t(&pairs)[4]) { core::stage_nv16_fp4_chunk_pairs(packed, code, pairs); },
+      [](std::uint8_t code) { return decode_ue4m3(code); }, expected_ue4m3, [](double exact) { return exact; }, 2037);
+}
+
+// mxfp4 (core::stage_mx32_fp4_chunk_pairs, the ue8m0 scale): zero's subnormal 2^-127, the largest scales, whose
+// products overflow to infinity, and NaN included; every product is exact, or infinity past bf16's largest
+// finite value.
 TEST(Formats, Mx32Fp4ChunksFromTheirCodesAreTheWidenedOnes) {
   const double largest_bf16 = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
-  std::mt19937 rng(2039);
-  for (std::uint32_t s = 0; s < 256; ++s) {
-    const auto scale_code = static_cast<std::uint8_t>(s);
-    const auto check = [&](std::uint32_t packed) {
-      std::uint32_t widened[2], expected[4], staged[4];
-      core::widen_fp4_chunk(packed, widened);
-      core::stage_chunk_pairs(widened, /*e5m2=*/false, decode_ue8m0(scale_code), expected);
-      core::stage_mx32_fp4_chunk_pairs(packed, scale_code, staged);
-      for (int i = 0; i < 4; ++i) ASSERT_EQ(staged[i], expected[i]) << "scale code " << s << " codes " << packed << " pair " << i;
-      for (int e = 0; e < 8; ++e) {
-        const double exact = expected_e2m1((packed >> (4 * e)) & 0xFu) * expected_ue8m0(s);
-        const double value = std::fabs(exact) > largest_bf16 ? std::copysign(kInf, exact) : exact;
-        ASSERT_TRUE(same_value(decode_bf16(pairs_element(staged, e)), value)) << "scale code " << s << " codes " << packed << " element " << e;
-      }
-    };
-    for_every_code_in_every_position(check);
-    for (int trial = 0; trial < 256 && !HasFatalFailure(); ++trial) check(static_cast<std::uint32_t>(rng()));
-    if (HasFatalFailure()) return;
-  }
+  expect_fp4_chunks_from_codes_are_the_widened_ones(
+      [](std::uint32_t packed, std::uint32_t code, std::uint32_t(&pairs)[4]) { core::stage_mx32_fp4_chunk_pairs(packed, code, pairs); },
+      [](std::uint8_t code) { return decode_ue8m0(code); }, expected_ue8m0,
+      [&](double exact) { return std::fabs(exact) > largest_bf16 ? std::copysign(kInf, exact) : exact; }, 2039);
 }
 
 // ---- the PyTorch golden file ------------------------------------------------------------------

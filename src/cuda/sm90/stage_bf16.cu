@@ -123,6 +123,22 @@ __device__ __forceinline__ void store_weights_order_chunk(std::uint16_t* row, in
   for (int i = 0; i < 4; ++i) *reinterpret_cast<std::uint32_t*>(slice + 8 * (4 * (j % 2) + i) + 2 * (j / 2)) = pairs[i];
 }
 
+// Row r of an operand's batches x rows: where its codes are, where its bf16 goes, and its scale row (null for
+// an unscaled operand).
+struct StagedRow {
+  const std::uint8_t* src;
+  std::uint16_t* dst;
+  const std::uint8_t* scales;
+};
+template <bool kFp4>
+__device__ __forceinline__ StagedRow staged_row(const StageOperand& op, std::int64_t r, std::int64_t scale_cols) {
+  const std::int64_t batch = r / op.rows;
+  const std::int64_t row = r - batch * op.rows;
+  return {op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0)), op.dst + batch * op.dst_batch_stride + row * op.dst_ld,
+          op.scales == nullptr ? nullptr
+                               : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld)};
+}
+
 // The rows of one operand that CTA `cta` of `ctas` owns, chunk by chunk. In the weights' K order a row
 // covers whole 64-deep slices: the chunks past K's end are written as zeros.
 template <ChunkPath kPath>
@@ -142,13 +158,7 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
   const std::int64_t total_rows = op.batches * op.rows;
   for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
        r += static_cast<std::int64_t>(ctas) * rows_per_cta) {
-    const std::int64_t batch = r / op.rows;
-    const std::int64_t row = r - batch * op.rows;
-    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0));
-    std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
-    const std::uint8_t* scales =
-        op.scales == nullptr ? nullptr
-                             : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
+    const auto [src, dst, scales] = staged_row<kFp4>(op, r, scale_cols);
     for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
       std::uint32_t codes[kChunksInFlight][kCodeWords<kFp4>];
       std::uint8_t scale_codes[kChunksInFlight];
@@ -219,13 +229,7 @@ __device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int c
   const std::int64_t total_rows = op.batches * op.rows;
   for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
        r += static_cast<std::int64_t>(ctas) * rows_per_cta) {
-    const std::int64_t batch = r / op.rows;
-    const std::int64_t row = r - batch * op.rows;
-    const std::uint8_t* src = op.src + ((batch * op.batch_stride + row * op.ld) >> (kFp4 ? 1 : 0));
-    std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
-    const std::uint8_t* scales =
-        op.scales == nullptr ? nullptr
-                             : op.scales + batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld);
+    const auto [src, dst, scales] = staged_row<kFp4>(op, r, scale_cols);
     for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
       std::uint32_t codes[kChunksInFlight][kCodeWords<kFp4>];
       std::uint8_t scale_codes[kChunksInFlight];
