@@ -145,6 +145,17 @@ BSGEMM_HD constexpr std::int64_t scale_col_offset(ScaleLayout layout, std::int64
   return 0;
 }
 
+// scale_col_offset as (col / 4) * group_stride + (col % 4) * col_step, both fixed per layout and ld: what a
+// loop over columns multiplies by instead of taking the layout's switch each column.
+struct ScaleColumnSteps {
+  std::int64_t group_stride, col_step;
+};
+BSGEMM_HD constexpr ScaleColumnSteps scale_col_steps(ScaleLayout layout, std::int64_t ld) {
+  // linear: 4 and 1; mn_major: 4 ld and ld; blocked_128x4: a 512-byte atom and 1.
+  const std::int64_t col_step = layout == ScaleLayout::mn_major ? ld : 1;
+  return {layout == ScaleLayout::blocked_128x4 ? 512 : 4 * col_step, col_step};
+}
+
 BSGEMM_HD constexpr std::int64_t scale_offset(ScaleLayout layout, std::int64_t row, std::int64_t col,
                                               std::int64_t cols, std::int64_t ld) {
   return scale_row_offset(layout, row, cols, ld) + scale_col_offset(layout, col, ld);

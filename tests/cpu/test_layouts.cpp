@@ -95,6 +95,17 @@ TEST(Layouts, Blocked128x4MatchesTorchaoAndIsABijection) {
   }
 }
 
+// scale_col_steps is scale_col_offset split into a step per 4-column group and a step per column.
+TEST(Layouts, ColumnStepsAreTheColumnOffsets) {
+  for (const ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::mn_major, ScaleLayout::blocked_128x4})
+    for (const std::int64_t ld : {1, 7, 448})
+      for (std::int64_t col = 0; col < 300; ++col) {
+        const ScaleColumnSteps steps = scale_col_steps(layout, ld);
+        EXPECT_EQ((col / 4) * steps.group_stride + (col % 4) * steps.col_step, scale_col_offset(layout, col, ld))
+            << static_cast<int>(layout) << " ld " << ld << " col " << col;
+      }
+}
+
 TEST(Layouts, LinearAndMnMajor) {
   EXPECT_EQ(scale_offset(ScaleLayout::linear, 3, 2, 5, 7), 3 * 7 + 2);
   EXPECT_EQ(scale_offset(ScaleLayout::linear, 0, 4, 5, 5), 4);

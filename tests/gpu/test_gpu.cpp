@@ -867,7 +867,7 @@ class GpuStagedTokens : public GpuVariantTest {};
 // The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
 // staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
 // ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
-// past a stage, and whole slices, which the staging pass writes half a slice a lane), empty and one-row
+// past a stage, and whole slices, which the staging pass stages in kernels of their own), empty and one-row
 // groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked, the
 // 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the kernel applies per stage,
 // in a second set of accumulators) on the 384-weight tile, are refused before anything runs.

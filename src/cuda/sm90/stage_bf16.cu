@@ -221,10 +221,7 @@ __device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int c
   if (row_in_cta >= rows_per_cta) return;
   const int scale_shift = op.nv16 ? 1 : 2;
   const std::int64_t scale_cols = chunks_per_row >> scale_shift;
-  // scale_col_offset(layout, col, ld) as (col / 4) * group_stride + (col % 4) * col_step in every layout:
-  // linear 4 and 1, blocked_128x4 512 and 1, mn_major 4 ld and ld.
-  const std::int64_t col_step = op.scale_layout == ScaleLayout::mn_major ? op.scale_ld : 1;
-  const std::int64_t group_stride = op.scale_layout == ScaleLayout::blocked_128x4 ? 512 : 4 * col_step;
+  const auto [group_stride, col_step] = scale_col_steps(op.scale_layout, op.scale_ld);
   const std::uint8_t unit_scale = op.nv16 ? kUe4m3One : kUe8m0One;
   const std::int64_t total_rows = op.batches * op.rows;
   for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
