@@ -3,7 +3,7 @@
 // All groups' tiles form one sequence: group 0's tiles, then group 1's, ... (a prefix sum over
 // per-group tile counts, computed on the device when shapes live there). A persistent CTA takes
 // tiles blockIdx.x, blockIdx.x + gridDim.x, ..., so CTAs running at the same time hold neighbouring
-// tiles. Inside a group the order is batch-major, then bands of `band` N-blocks: within a band the
+// tiles; where a few tiles cost many times the others, the walk starts with them (TileOrder below). Inside a group the order is batch-major, then bands of `band` N-blocks: within a band the
 // N-block changes fastest, so a wave of CTAs covers about wave/band M-blocks times `band` N-blocks and
 // reads each of those A and B tiles from HBM once (the rest hit L2). A band at the right edge may be
 // narrower than `band`.
@@ -12,7 +12,9 @@
 // every ragged group is produced exactly once.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "bsgemm/config.hpp"
 
@@ -57,6 +59,74 @@ BSGEMM_HD inline std::int32_t advance_to_group(std::int32_t group, std::int32_t 
                                               const TileEnd& tile_end) {
   while (group < num_groups && tile >= tile_end(group)) ++group;
   return group;
+}
+
+// The walk's order where a few tiles cost many times the others (host-visible pointer-array groups of
+// different K; the reference system's example has 3 tiles of K = 1536 beside 700 of K = 32). Placed anywhere
+// in the round-robin walk, such a tile finishes last on a CTA that also ran its share of the light tiles. The
+// host puts their groups first (plan_heavy_first), and the walk has two phases:
+//   positions [0, heavy_tiles): CTA c < heavy_tiles takes position c, its heavy tile;
+//   positions [heavy_tiles, light_phase_end): the other CTAs' rounds of light tiles while the heavy ones run,
+//     round-robin over CTAs heavy_tiles .. ctas - 1;
+//   positions from light_phase_end on: round-robin over all CTAs.
+// light_phase_end = heavy_tiles + rounds * (ctas - heavy_tiles). The default (0, 0) is the plain walk. Every
+// CTA's positions increase, so advance_to_group's forward search still holds.
+struct TileOrder {
+  std::int64_t heavy_tiles = 0;
+  std::int64_t light_phase_end = 0;
+};
+
+// The first position CTA `cta` takes.
+BSGEMM_HD constexpr std::int64_t first_scheduled_tile(std::int64_t cta, const TileOrder& o) {
+  return cta < o.heavy_tiles || o.heavy_tiles < o.light_phase_end ? cta : o.light_phase_end + cta;
+}
+
+// The position CTA `cta` of `ctas` takes after `tile`.
+BSGEMM_HD constexpr std::int64_t next_scheduled_tile(std::int64_t tile, std::int64_t cta, std::int64_t ctas,
+                                                     const TileOrder& o) {
+  if (tile < o.heavy_tiles) return o.light_phase_end + cta;
+  if (tile < o.light_phase_end) {
+    const std::int64_t next = tile + (ctas - o.heavy_tiles);
+    return next < o.light_phase_end ? next : o.light_phase_end + cta;
+  }
+  return tile + ctas;
+}
+
+// A tile's cost for plan_heavy_first: its k-blocks of 128 plus a fixed share for what every tile pays (the
+// loads' latency, the epilogue): run 100 measured a one-k-block tile of the example at 3.6 to 7 k-blocks'
+// time (bench/NOTES.md, session 20).
+inline constexpr std::int64_t kTileFixedCost = 4;
+
+// Host side: the walk's group order and TileOrder for groups of `tiles[g]` tiles with K = `k[g]` on `ctas`
+// persistent CTAs. Groups whose tiles cost at least twice the cheapest group's are heavy; they go first (in
+// their own order) when they are at most a quarter of the CTAs' worth of tiles and cost at least twice the
+// dearest light tile, with as many light rounds beside them as fit in one heavy tile. Else the order is the
+// groups' own and the walk plain. order[i] is the group walked i-th.
+inline TileOrder plan_heavy_first(const std::vector<std::int64_t>& tiles, const std::vector<std::int64_t>& k,
+                                  std::int64_t ctas, std::vector<int>* order) {
+  const int groups = static_cast<int>(tiles.size());
+  order->resize(static_cast<std::size_t>(groups));
+  for (int g = 0; g < groups; ++g) (*order)[static_cast<std::size_t>(g)] = g;
+  const auto cost = [&](int g) { return ceil_div(k[static_cast<std::size_t>(g)], 128) + kTileFixedCost; };
+  std::int64_t cheapest = -1;
+  for (int g = 0; g < groups; ++g)
+    if (tiles[static_cast<std::size_t>(g)] > 0 && (cheapest < 0 || cost(g) < cheapest)) cheapest = cost(g);
+  std::int64_t heavy_tiles = 0, light_tiles = 0, heavy_cost = 0, light_cost = 0;
+  for (int g = 0; g < groups; ++g) {
+    if (tiles[static_cast<std::size_t>(g)] <= 0) continue;
+    if (cost(g) >= 2 * cheapest) {
+      heavy_tiles += tiles[static_cast<std::size_t>(g)];
+      heavy_cost = heavy_cost == 0 ? cost(g) : std::min(heavy_cost, cost(g));
+    } else {
+      light_tiles += tiles[static_cast<std::size_t>(g)];
+      light_cost = std::max(light_cost, cost(g));
+    }
+  }
+  const std::int64_t rounds = light_cost > 0 ? heavy_cost / light_cost : 0;
+  if (heavy_tiles == 0 || light_tiles == 0 || 4 * heavy_tiles > ctas || rounds < 2) return TileOrder{};
+  std::stable_partition(order->begin(), order->end(),
+                        [&](int g) { return tiles[static_cast<std::size_t>(g)] > 0 && cost(g) >= 2 * cheapest; });
+  return TileOrder{heavy_tiles, heavy_tiles + rounds * (ctas - heavy_tiles)};
 }
 
 }  // namespace bsgemm::core

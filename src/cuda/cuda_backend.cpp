@@ -549,6 +549,30 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
   return Status::success();
 }
 
+// Reorders host-built records (tile ranges in group order) as core::plan_heavy_first says for `ctas` CTAs,
+// each group's tile range following the new order, and returns the walk's TileOrder. The records carry
+// their own addresses and maps, so the kernels need not know the groups' original order.
+core::TileOrder heavy_tiles_first(DeviceGroup* records, int num_groups, int ctas) {
+  std::vector<std::int64_t> tiles(static_cast<std::size_t>(num_groups)), k(static_cast<std::size_t>(num_groups));
+  for (int g = 0; g < num_groups; ++g) {
+    tiles[static_cast<std::size_t>(g)] = records[g].tile_end - records[g].tile_begin;
+    k[static_cast<std::size_t>(g)] = records[g].k;
+  }
+  std::vector<int> walk;
+  const core::TileOrder order = core::plan_heavy_first(tiles, k, ctas, &walk);
+  if (order.heavy_tiles == 0) return order;
+  const std::vector<DeviceGroup> original(records, records + num_groups);
+  std::int64_t begin = 0;
+  for (int i = 0; i < num_groups; ++i) {
+    const int g = walk[static_cast<std::size_t>(i)];
+    records[i] = original[static_cast<std::size_t>(g)];
+    records[i].tile_begin = begin;
+    records[i].tile_end = begin + tiles[static_cast<std::size_t>(g)];
+    begin = records[i].tile_end;
+  }
+  return order;
+}
+
 // Host-resident descriptions (already validated by can_implement): the status, every group's record and,
 // for the pointer-array form, its two maps, built here by group_records.hpp, the prepare kernel's own
 // code, and copied into the workspace in one transfer. The GEMM kernel is then the only work on the
@@ -556,9 +580,12 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
 // version 12b). `prepare` holds the host arrays and the workspace's device addresses of the records and
 // maps. The transfer reads pageable memory, which cudaMemcpyAsync stages before it returns, so the
 // buffer is free for the next call as soon as this one returns: one per thread, grown when a call has
-// more groups than any before, else reused (run() allocates nothing in steady state).
+// more groups than any before, else reused (run() allocates nothing in steady state). Pointer-array groups of
+// different K may be reordered with their heavy tiles first for `ctas` CTAs (core::plan_heavy_first) where
+// the kernel walks that order (heavy_first_walk); *order receives the walk's TileOrder.
 Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
-                         const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream) {
+                         const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream, int ctas,
+                         core::TileOrder* order) {
   const std::size_t groups = static_cast<std::size_t>(prepare.num_groups);
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
   const std::size_t bytes = pointer_array ? layout.maps + 2 * groups * sizeof(CUtensorMap)
@@ -587,6 +614,9 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
         return Status::success();
       });
   if (!built.ok()) return built;  // can_implement has checked the groups already; the maps may still fail
+  *order = pointer_array && heavy_first_walk(kernel.swapped, kernel.decode, kernel.scales, kernel.block_m, kernel.block_n)
+               ? heavy_tiles_first(records, prepare.num_groups, ctas)
+               : core::TileOrder{};
   status.failed_group = kNoFailure;
   status.spec = prepare.spec;
   std::memcpy(staged + layout.status, &status, sizeof status);
@@ -954,7 +984,9 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
 
   cudaError_t e = cudaSuccess;
   if (host_records) {
-    if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream); !s.ok()) return s;
+    if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream, plan.grid, &kernel.tile_order);
+        !s.ok())
+      return s;
   } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
     return cuda_failure(e, "launching the prepare kernel");
   }

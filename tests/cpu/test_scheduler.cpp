@@ -15,8 +15,12 @@ namespace {
 
 using bsgemm::core::advance_to_group;
 using bsgemm::core::ceil_div;
+using bsgemm::core::first_scheduled_tile;
 using bsgemm::core::group_tile_count;
+using bsgemm::core::next_scheduled_tile;
+using bsgemm::core::plan_heavy_first;
 using bsgemm::core::tile_coord;
+using bsgemm::core::TileOrder;
 
 TEST(TileScheduler, GroupTileCount) {
   EXPECT_EQ(group_tile_count(0, 4096, 1, 128, 128), 0);
@@ -122,6 +126,75 @@ TEST(TileScheduler, PersistentGridCoversRaggedGroupsExactlyOnce) {
     EXPECT_EQ(static_cast<std::int64_t>(seen.size()), expected);
     EXPECT_EQ(expected, total);
   }
+}
+
+// The two-phase walk (heavy tiles first) and the plain one: every position below the total is taken by
+// exactly one CTA, each CTA's positions increase, the heavy CTAs take their heavy tile first and nothing of
+// the light phase, and the light phase goes to the other CTAs in rounds.
+TEST(TileScheduler, HeavyFirstWalkCoversEveryPositionOnce) {
+  std::mt19937 rng(23);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::int64_t ctas = 1 + static_cast<std::int64_t>(rng() % 160);
+    TileOrder order;
+    if (trial % 4 != 0) {
+      order.heavy_tiles = static_cast<std::int64_t>(rng() % static_cast<std::uint32_t>(ctas));
+      const std::int64_t rounds = order.heavy_tiles == 0 ? 0 : static_cast<std::int64_t>(rng() % 6);
+      order.light_phase_end = order.heavy_tiles + rounds * (ctas - order.heavy_tiles);
+    }
+    const std::int64_t total = static_cast<std::int64_t>(rng() % 3000);
+    std::vector<int> taken(static_cast<std::size_t>(total), 0);
+    for (std::int64_t cta = 0; cta < ctas; ++cta) {
+      std::int64_t previous = -1;
+      int step = 0;
+      for (std::int64_t tile = first_scheduled_tile(cta, order); tile < total;
+           tile = next_scheduled_tile(tile, cta, ctas, order), ++step) {
+        ASSERT_GT(tile, previous) << "cta " << cta;
+        previous = tile;
+        ++taken[static_cast<std::size_t>(tile)];
+        if (cta < order.heavy_tiles) {
+          if (step == 0) ASSERT_EQ(tile, cta);
+          else ASSERT_GE(tile, order.light_phase_end);
+        } else {
+          ASSERT_GE(tile, order.heavy_tiles);
+        }
+      }
+    }
+    for (std::int64_t t = 0; t < total; ++t)
+      ASSERT_EQ(taken[static_cast<std::size_t>(t)], 1) << "position " << t << " of " << total << ", ctas " << ctas
+                                                       << ", heavy " << order.heavy_tiles << ", phase end "
+                                                       << order.light_phase_end;
+  }
+}
+
+// The reference system's example: (8192, 1280, 32), (32, 384, 1536), (640, 1280, 32), (640, 160, 32) in
+// 128 x 128 tiles on 132 CTAs. Its three tiles of K = 1536 (12 k-blocks + 4) against the others' one (+ 4)
+// go first, beside three rounds of light tiles on the other 129 CTAs.
+TEST(TileScheduler, PlanHeavyFirstOnTheExample) {
+  std::vector<int> order;
+  const TileOrder o = plan_heavy_first({640, 3, 50, 10}, {32, 1536, 32, 32}, 132, &order);
+  EXPECT_EQ(order, (std::vector<int>{1, 0, 2, 3}));
+  EXPECT_EQ(o.heavy_tiles, 3);
+  EXPECT_EQ(o.light_phase_end, 3 + 3 * 129);
+}
+
+// Where the plain walk stays: one K for all groups; heavy tiles worth more than a quarter of the CTAs; a
+// heavy tile less than twice the dearest light one; no light tiles. Empty groups count for nothing.
+TEST(TileScheduler, PlanHeavyFirstLeavesBalancedWalksAlone) {
+  std::vector<int> order;
+  const auto plain = [&](const TileOrder& o) {
+    EXPECT_EQ(o.heavy_tiles, 0);
+    EXPECT_EQ(o.light_phase_end, 0);
+    for (std::size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+  };
+  plain(plan_heavy_first({640, 3, 50}, {7168, 7168, 7168}, 132, &order));
+  plain(plan_heavy_first({640, 34, 50}, {32, 1536, 32}, 132, &order));
+  plain(plan_heavy_first({640, 3, 50}, {32, 1536, 640}, 132, &order));  // 16 against the dearest light's 9
+  plain(plan_heavy_first({0, 3}, {32, 1536}, 132, &order));
+  // An empty group of small K is not the cheapest; the heavy group goes first past it.
+  const TileOrder o = plan_heavy_first({0, 700, 3}, {32, 128, 2048}, 132, &order);
+  EXPECT_EQ(order, (std::vector<int>{2, 0, 1}));
+  EXPECT_EQ(o.heavy_tiles, 3);
+  EXPECT_EQ(o.light_phase_end, 3 + 4 * 129);  // rounds: (16 + 4) / (1 + 4)
 }
 
 }  // namespace

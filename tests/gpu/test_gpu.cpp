@@ -615,6 +615,19 @@ TEST_P(GpuVariantShapes, MoeFormsWithPaddedStrides) {
     }
 }
 
+// A group whose tiles cost many times the others' (the reference system's example with an empty and a
+// batched group added): host-resident descriptions put its tiles first, two-phase walk (core::TileOrder);
+// device-resident ones keep the plain walk. Both must cover every tile once.
+TEST_P(GpuVariantShapes, HeavyGroupFirst) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(480000);
+  const std::vector<GroupShape> groups = {
+      {8192, 1280, 32, 1}, {0, 64, 64, 1}, {32, 384, 1536, 1}, {640, 1280, 32, 1}, {7, 136, 96, 2}, {640, 160, 32, 1}};
+  run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::bf16, groups, ++seed), MemoryLocation::host);
+  run_and_check(v, make_spec(v, GroupLayout::pointer_array, DataType::f16, groups, ++seed), MemoryLocation::device);
+}
+
 TEST(GpuShapes, OneHugeGroup) {
   SKIP_WITHOUT_GPU();
   std::uint64_t seed = 5000;

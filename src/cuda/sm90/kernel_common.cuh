@@ -78,11 +78,11 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
 template <class Traits, int ElementBytes = 1, class F>
 __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F&& f) {
   PipelineState<Traits::kStages> state;
-  TileWalker walker(p);
+  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
     const TileSource t =
         tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
     for (int kb = 0; kb < t.k_blocks; ++kb) {
@@ -95,15 +95,15 @@ __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F
 // The scale loaders' share of the walk: loader `loader` fills every kScaleLoaderWarps-th stage of the
 // CTA's sequence. on_tile(group, tile) runs before the first stage this loader fills in a tile (per-tile
 // addressing is computed once there), on_stage(group, tile, k_block, stage state) for each of them.
-template <int Stages, class OnTile, class OnStage>
+template <int Stages, bool HeavyFirst, class OnTile, class OnStage>
 __device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int loader, OnTile&& on_tile, OnStage&& on_stage) {
-  TileWalker walker(p);
+  TileWalker<HeavyFirst> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   PipelineState<Stages> state;
   state.advance(loader);
   int next_kb = loader;  // this loader's next stage, counted from the current tile's first
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
     const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
     if (next_kb < k_blocks) on_tile(*g, c);
     for (; next_kb < k_blocks; next_kb += kScaleLoaderWarps) {
@@ -119,16 +119,16 @@ __device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int
 // it can fetch a chunk's scales of a row in one vector load where the layout allows (ScaleRows::load_chunk).
 // on_tile(group, tile) runs before the first chunk this loader takes in a tile, on_chunk(group, tile,
 // first k-block, k-blocks in the chunk (1 .. Chunk), stage state of the first) for each of them.
-template <int Stages, int Chunk, class OnTile, class OnChunk>
+template <int Stages, int Chunk, bool HeavyFirst, class OnTile, class OnChunk>
 __device__ __forceinline__ void for_each_loader_chunk(const KernelParams& p, int loader, OnTile&& on_tile, OnChunk&& on_chunk) {
   // A loader's next stage after a chunk must lie within one turn of the ring (scale_chunk_that_fits).
   static_assert((kScaleLoaderWarps - 1) * Chunk + 1 <= Stages, "a loader would wait on an earlier turn's parity");
-  TileWalker walker(p);
+  TileWalker<HeavyFirst> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   PipelineState<Stages> tile_state;  // the stage of the current tile's first k-block
   int next = loader;                 // this loader's next chunk, counted from the current tile's first
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
     const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
     const int chunks = (k_blocks + Chunk - 1) / Chunk;
     if (next < chunks) on_tile(*g, c);

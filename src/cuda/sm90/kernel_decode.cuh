@@ -106,7 +106,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
       b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
                    core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
   };
-  for_each_loader_chunk<Traits::kStages, kChunk>(
+  for_each_loader_chunk<Traits::kStages, kChunk, Traits::kHeavyFirstWalk>(
       p, loader, on_tile,
       [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
         // Global loads first: their latency hides under the wait for the first stage.
@@ -130,12 +130,12 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   const DecodeMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
-  TileWalker walker(p);
+  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];
   float out[Traits::kAccumulators];
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
     mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc, out);

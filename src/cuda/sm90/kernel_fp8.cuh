@@ -60,7 +60,7 @@ __device__ __forceinline__ void load_scales(const KernelParams& p, typename Trai
   const int lane = threadIdx.x % 32;
   StageScaleGather<Traits> scales;
   const auto on_tile = [&](const DeviceGroup& g, const core::TileCoord& c) { scales.start_tile(p, g, c, lane); };
-  for_each_loader_stage<Traits::kStages>(p, loader, on_tile, [&](const DeviceGroup& g, const core::TileCoord&, int kb,
+  for_each_loader_stage<Traits::kStages, Traits::kHeavyFirstWalk>(p, loader, on_tile, [&](const DeviceGroup& g, const core::TileCoord&, int kb,
                                                                  const PipelineState<Traits::kStages>& state) {
     scales.load(p, kb, lane);
     pipe.producer_acquire(state);
@@ -86,7 +86,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
   const IssueTurns turns{consumer};
   const int lane = threadIdx.x % 32;
   PipelineState<Traits::kStages> state;
-  TileWalker walker(p);
+  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];
@@ -94,7 +94,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
 #pragma unroll
   for (int i = 0; i < Traits::kAccumulators; ++i) acc[i] = 0.0f;
   turns.start();
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
 #pragma unroll
     for (int i = 0; i < Traits::kAccumulators; ++i) result[i] = 0.0f;
     const std::int64_t k = read_only(g->k);

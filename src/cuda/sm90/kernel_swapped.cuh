@@ -26,11 +26,11 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   const SwappedMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
-  TileWalker walker(p);
+  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kSlabs][Traits::kAccumulators];
-  while (walker.next(&c, &g)) {
+  while (walker.next(p, &c, &g)) {
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
     if constexpr (Traits::kScaleCodesByTma) {

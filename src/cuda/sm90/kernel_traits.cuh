@@ -93,6 +93,7 @@ struct Fp8KernelTraits {
   // bursts of stores, and 4-byte stores take twice the L2 write transactions of the staged 16-byte ones;
   // bench/NOTES.md session 6).
   static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
+  static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, false, Scales, BlockM, BlockN);  // tile_walker.cuh
   // Scale-loader warps that arrive on each stage's full barrier (none for staged operands).
   static constexpr int kScaleLoaderArrivals = kStaged ? 0 : 32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);

@@ -73,6 +73,7 @@ struct DecodeKernelTraits {
   static constexpr int kWarpgroupN = BlockN / kWarpgroupsAlongN;
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
+  static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, true, AScales, BlockM, BlockN);  // tile_walker.cuh
   static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
   static constexpr bool kTransposedBoxes = false;
   static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);

@@ -76,6 +76,7 @@ struct SwappedKernelTraits {
   static constexpr int kWarpgroupN = Tokens;
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
+  static constexpr bool kHeavyFirstWalk = heavy_first_walk(true, true, AScales, Tokens, kBlockN);  // tile_walker.cuh
   static constexpr int kEpilogueBoxes = 0;        // not the FP8 kernel's TMA-store boxes (epilogue.cuh) ...
   // ... but with staged tokens each slab through a TMA store of the tile's tokens by 64 weights, where
   // KernelParams::d_map is ready (store_transposed_slab), its box in the slab's warpgroup's staging room.

@@ -9,6 +9,7 @@
 
 #include "bsgemm/problem.hpp"
 #include "src/core/resolved_group.hpp"
+#include "src/core/tile_scheduler.hpp"
 
 namespace bsgemm::cuda {
 
@@ -82,6 +83,17 @@ constexpr bool transposed_slab_stores(int weights) { return weights == 256; }
 // kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
 constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
 
+// Whether a kernel instantiation walks its tiles heavy-first (core::TileOrder, tile_walker.cuh): the decoding
+// kernel, and the FP8 kernel's MX tiles of at most 128 columns a warpgroup. Not the register-operand kernel
+// (swapped) nor the FP8 kernel's wider tiles (the staged 128 x 256), where the heavy-first successor's few
+// more live values spilled (up to 424 bytes) and the tiles are long (decode groups' whole K, prefill); nor
+// fp8-block128's, whose one-k-block tiles took 0.2 us longer each with it (bench/NOTES.md version 34) while
+// its long tiles are short enough for the plain order. The host plans a heavy-first order only for
+// instantiations that walk it.
+constexpr bool heavy_first_walk(bool swapped, bool decode, ScaleGranularity scales, int block_m, int block_n) {
+  return !swapped && (decode || (scales == ScaleGranularity::mx32 && !(block_m == 128 && block_n > 128)));
+}
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
@@ -100,6 +112,7 @@ struct KernelParams {
   const DeviceStatus* status;
   std::int32_t num_groups;
   std::int32_t band;     // N-blocks per band of the tile order (core/tile_scheduler.hpp)
+  core::TileOrder tile_order;  // heavy tiles first (core/tile_scheduler.hpp); the plain walk by default
   bool per_group_maps;   // pointer-array form: each group has its own maps (DeviceGroup::a_map, b_map)
   DataType d_type;
   bool d_n_major;

@@ -27,21 +27,31 @@ __device__ __forceinline__ T read_only(const T& field) {
   return value;
 }
 
+// Two walks over the same sequence. The heavy-first one takes the host's TileOrder (core/tile_scheduler.hpp);
+// the plain one walks round-robin, for the instantiations whose registers are spoken for (the heavy-first
+// successor's few more live values spilled there: launch.hpp's heavy_first_walk says which). Any walk that
+// takes every position once covers every tile.
+template <bool HeavyFirst>
 struct TileWalker {
   const DeviceGroup* groups;
   std::int32_t num_groups;
   std::int32_t band;
   std::int64_t total;
-  std::int64_t tile;
+  std::int64_t tile;  // the previous tile (before the first: -1, or the plain walk's first less gridDim.x)
   std::int32_t group = 0;
 
   __device__ explicit TileWalker(const KernelParams& p)
       : groups(p.groups), num_groups(p.num_groups), band(p.band), total(p.status->total_tiles),
-        tile(static_cast<std::int64_t>(blockIdx.x) - gridDim.x) {}
+        tile(HeavyFirst ? -1 : static_cast<std::int64_t>(blockIdx.x) - gridDim.x) {}
 
-  // Moves to this CTA's next tile; false when there is none.
-  __device__ bool next(core::TileCoord* coord, const DeviceGroup** g) {
-    tile += gridDim.x;
+  // Moves to this CTA's next tile; false when there is none. p: the kernel's parameters (their TileOrder is
+  // read where used, a constant-bank load, rather than held in registers across the roles' loops).
+  __device__ bool next(const KernelParams& p, core::TileCoord* coord, const DeviceGroup** g) {
+    if constexpr (HeavyFirst)
+      tile = tile < 0 ? core::first_scheduled_tile(blockIdx.x, p.tile_order)
+                      : core::next_scheduled_tile(tile, blockIdx.x, gridDim.x, p.tile_order);
+    else
+      tile += gridDim.x;
     if (tile >= total) return false;
     group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
     *g = &groups[group];
