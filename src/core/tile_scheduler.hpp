@@ -3,10 +3,11 @@
 // All groups' tiles form one sequence: group 0's tiles, then group 1's, ... (a prefix sum over
 // per-group tile counts, computed on the device when shapes live there). A persistent CTA takes
 // tiles blockIdx.x, blockIdx.x + gridDim.x, ..., so CTAs running at the same time hold neighbouring
-// tiles; where a few tiles cost many times the others, the walk starts with them (TileOrder below). Inside a group the order is batch-major, then bands of `band` N-blocks: within a band the
-// N-block changes fastest, so a wave of CTAs covers about wave/band M-blocks times `band` N-blocks and
-// reads each of those A and B tiles from HBM once (the rest hit L2). A band at the right edge may be
-// narrower than `band`.
+// tiles; where a few tiles cost many times the others, the walk starts with them (TileOrder below).
+// Inside a group the order is batch-major, then bands of `band` N-blocks: within a band the N-block
+// changes fastest, so a wave of CTAs covers about wave/band M-blocks times `band` N-blocks and reads
+// each of those A and B tiles from HBM once (the rest hit L2). A band at the right edge may be narrower
+// than `band`.
 //
 // Plain __host__ __device__ code: tests/cpu/test_scheduler.cpp checks on the CPU that every tile of
 // every ragged group is produced exactly once.

@@ -616,8 +616,9 @@ TEST_P(GpuVariantShapes, MoeFormsWithPaddedStrides) {
 }
 
 // A group whose tiles cost many times the others' (the reference system's example with an empty and a
-// batched group added): host-resident descriptions put its tiles first, two-phase walk (core::TileOrder);
-// device-resident ones keep the plain walk. Both must cover every tile once.
+// batched group added): with host-resident descriptions its tiles go first and the walk has two phases
+// (core::TileOrder) where the kernel walks that order (heavy_first_walk: the decoding kernel and the FP8
+// kernel's MX tiles); device-resident ones keep the plain walk. Both must cover every tile once.
 TEST_P(GpuVariantShapes, HeavyGroupFirst) {
   SKIP_WITHOUT_GPU();
   const RecipeVariant v = variant();

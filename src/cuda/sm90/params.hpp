@@ -84,12 +84,13 @@ constexpr bool transposed_slab_stores(int weights) { return weights == 256; }
 constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
 
 // Whether a kernel instantiation walks its tiles heavy-first (core::TileOrder, tile_walker.cuh): the decoding
-// kernel, and the FP8 kernel's MX tiles of at most 128 columns a warpgroup. Not the register-operand kernel
-// (swapped) nor the FP8 kernel's wider tiles (the staged 128 x 256), where the heavy-first successor's few
-// more live values spilled (up to 424 bytes) and the tiles are long (decode groups' whole K, prefill); nor
-// fp8-block128's, whose one-k-block tiles took 0.2 us longer each with it (bench/NOTES.md version 34) while
-// its long tiles are short enough for the plain order. The host plans a heavy-first order only for
-// instantiations that walk it.
+// kernel, and the FP8 kernel's MX tiles of at most 128 columns a warpgroup (`scales`: the FP8 kernel's
+// granularity; the other kernels ignore it). Not the register-operand kernel (swapped) nor the FP8 kernel's
+// wider tiles, whose registers are spoken for and whose tiles are long (decode groups' whole K, prefill): the
+// staged 128 x 256 consumers spilled 116 bytes with the heavy-first successor, the register-operand kernel up
+// to 424 with it and kept group fields (bench/NOTES.md version 34a); nor fp8-block128's, whose one-k-block
+// tiles took 0.2 us longer each with it (version 34) while its long tiles are short enough for the plain
+// order. The host plans a heavy-first order only for instantiations that walk it.
 constexpr bool heavy_first_walk(bool swapped, bool decode, ScaleGranularity scales, int block_m, int block_n) {
   return !swapped && (decode || (scales == ScaleGranularity::mx32 && !(block_m == 128 && block_n > 128)));
 }

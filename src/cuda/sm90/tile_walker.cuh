@@ -28,9 +28,8 @@ __device__ __forceinline__ T read_only(const T& field) {
 }
 
 // Two walks over the same sequence. The heavy-first one takes the host's TileOrder (core/tile_scheduler.hpp);
-// the plain one walks round-robin, for the instantiations whose registers are spoken for (the heavy-first
-// successor's few more live values spilled there: launch.hpp's heavy_first_walk says which). Any walk that
-// takes every position once covers every tile.
+// the plain one walks round-robin, for the instantiations params.hpp's heavy_first_walk leaves out. Any walk
+// that takes every position once covers every tile, whatever the order of the records.
 template <bool HeavyFirst>
 struct TileWalker {
   const DeviceGroup* groups;
