@@ -94,9 +94,11 @@ BSGEMM_HD constexpr std::int64_t next_scheduled_tile(std::int64_t tile, std::int
 }
 
 // A tile's cost for plan_heavy_first: its k-blocks of 128 plus a fixed share for what every tile pays (the
-// loads' latency, the epilogue): run 100 measured a one-k-block tile of the example at 3.6 to 7 k-blocks'
-// time (bench/NOTES.md, session 20).
-inline constexpr std::int64_t kTileFixedCost = 4;
+// loads' latency, the epilogue). Run 100 measured the example's tiles (bench/NOTES.md, session 20): mxfp8 1.3
+// us a k-block and 3.4 us a tile (2.6 k-blocks), the decoding kernel 0.9 and 5.4 (6). 2 plans mxfp8's heavy
+// tile beside the 4 rounds of light tiles it lasts (4 planned 3, and the heavy CTAs ended last); the FP4
+// recipes' light tiles bound their calls with 3 or 4 rounds alike.
+inline constexpr std::int64_t kTileFixedCost = 2;
 
 // Host side: the walk's group order and TileOrder for groups of `tiles[g]` tiles with K = `k[g]` on `ctas`
 // persistent CTAs. Groups whose tiles cost at least twice the cheapest group's are heavy; they go first (in

@@ -167,14 +167,14 @@ TEST(TileScheduler, HeavyFirstWalkCoversEveryPositionOnce) {
 }
 
 // The reference system's example: (8192, 1280, 32), (32, 384, 1536), (640, 1280, 32), (640, 160, 32) in
-// 128 x 128 tiles on 132 CTAs. Its three tiles of K = 1536 (12 k-blocks + 4) against the others' one (+ 4)
-// go first, beside three rounds of light tiles on the other 129 CTAs.
+// 128 x 128 tiles on 132 CTAs. Its three tiles of K = 1536 (12 k-blocks + 2) against the others' one (+ 2)
+// go first, beside four rounds of light tiles on the other 129 CTAs.
 TEST(TileScheduler, PlanHeavyFirstOnTheExample) {
   std::vector<int> order;
   const TileOrder o = plan_heavy_first({640, 3, 50, 10}, {32, 1536, 32, 32}, 132, &order);
   EXPECT_EQ(order, (std::vector<int>{1, 0, 2, 3}));
   EXPECT_EQ(o.heavy_tiles, 3);
-  EXPECT_EQ(o.light_phase_end, 3 + 3 * 129);
+  EXPECT_EQ(o.light_phase_end, 3 + 4 * 129);
 }
 
 // Where the plain walk stays: one K for all groups; heavy tiles worth more than a quarter of the CTAs; a
@@ -188,13 +188,13 @@ TEST(TileScheduler, PlanHeavyFirstLeavesBalancedWalksAlone) {
   };
   plain(plan_heavy_first({640, 3, 50}, {7168, 7168, 7168}, 132, &order));
   plain(plan_heavy_first({640, 34, 50}, {32, 1536, 32}, 132, &order));
-  plain(plan_heavy_first({640, 3, 50}, {32, 1536, 640}, 132, &order));  // 16 against the dearest light's 9
+  plain(plan_heavy_first({640, 3, 50}, {32, 896, 384}, 132, &order));  // 9 against the dearest light's 5
   plain(plan_heavy_first({0, 3}, {32, 1536}, 132, &order));
   // An empty group of small K is not the cheapest; the heavy group goes first past it.
   const TileOrder o = plan_heavy_first({0, 700, 3}, {32, 128, 2048}, 132, &order);
   EXPECT_EQ(order, (std::vector<int>{2, 0, 1}));
   EXPECT_EQ(o.heavy_tiles, 3);
-  EXPECT_EQ(o.light_phase_end, 3 + 4 * 129);  // rounds: (16 + 4) / (1 + 4)
+  EXPECT_EQ(o.light_phase_end, 3 + 6 * 129);  // rounds: (16 + 2) / (1 + 2)
 }
 
 }  // namespace
