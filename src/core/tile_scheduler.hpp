@@ -111,13 +111,15 @@ inline TileOrder plan_heavy_first(const std::vector<std::int64_t>& tiles, const 
   order->resize(static_cast<std::size_t>(groups));
   for (int g = 0; g < groups; ++g) (*order)[static_cast<std::size_t>(g)] = g;
   const auto cost = [&](int g) { return ceil_div(k[static_cast<std::size_t>(g)], 128) + kTileFixedCost; };
+  const auto has_tiles = [&](int g) { return tiles[static_cast<std::size_t>(g)] > 0; };
   std::int64_t cheapest = -1;
   for (int g = 0; g < groups; ++g)
-    if (tiles[static_cast<std::size_t>(g)] > 0 && (cheapest < 0 || cost(g) < cheapest)) cheapest = cost(g);
+    if (has_tiles(g) && (cheapest < 0 || cost(g) < cheapest)) cheapest = cost(g);
+  const auto heavy = [&](int g) { return has_tiles(g) && cost(g) >= 2 * cheapest; };
   std::int64_t heavy_tiles = 0, light_tiles = 0, heavy_cost = 0, light_cost = 0;
   for (int g = 0; g < groups; ++g) {
-    if (tiles[static_cast<std::size_t>(g)] <= 0) continue;
-    if (cost(g) >= 2 * cheapest) {
+    if (!has_tiles(g)) continue;
+    if (heavy(g)) {
       heavy_tiles += tiles[static_cast<std::size_t>(g)];
       heavy_cost = heavy_cost == 0 ? cost(g) : std::min(heavy_cost, cost(g));
     } else {
@@ -127,8 +129,7 @@ inline TileOrder plan_heavy_first(const std::vector<std::int64_t>& tiles, const 
   }
   const std::int64_t rounds = light_cost > 0 ? heavy_cost / light_cost : 0;
   if (heavy_tiles == 0 || light_tiles == 0 || 4 * heavy_tiles > ctas || rounds < 2) return TileOrder{};
-  std::stable_partition(order->begin(), order->end(),
-                        [&](int g) { return tiles[static_cast<std::size_t>(g)] > 0 && cost(g) >= 2 * cheapest; });
+  std::stable_partition(order->begin(), order->end(), heavy);
   return TileOrder{heavy_tiles, heavy_tiles + rounds * (ctas - heavy_tiles)};
 }
 

@@ -551,17 +551,21 @@ Status stage_array(const T* host, std::size_t count, std::uint8_t* workspace, st
 
 // Reorders host-built records (tile ranges in group order) as core::plan_heavy_first says for `ctas` CTAs,
 // each group's tile range following the new order, and returns the walk's TileOrder. The records carry
-// their own addresses and maps, so the kernels need not know the groups' original order.
+// their own addresses and maps, so the kernels need not know the groups' original order. Its buffers are
+// per thread and reused, as copy_host_records' are (no allocation per call in steady state).
 core::TileOrder heavy_tiles_first(DeviceGroup* records, int num_groups, int ctas) {
-  std::vector<std::int64_t> tiles(static_cast<std::size_t>(num_groups)), k(static_cast<std::size_t>(num_groups));
+  thread_local std::vector<std::int64_t> tiles, k;
+  thread_local std::vector<int> walk;
+  thread_local std::vector<DeviceGroup> original;
+  tiles.resize(static_cast<std::size_t>(num_groups));
+  k.resize(static_cast<std::size_t>(num_groups));
   for (int g = 0; g < num_groups; ++g) {
     tiles[static_cast<std::size_t>(g)] = records[g].tile_end - records[g].tile_begin;
     k[static_cast<std::size_t>(g)] = records[g].k;
   }
-  std::vector<int> walk;
   const core::TileOrder order = core::plan_heavy_first(tiles, k, ctas, &walk);
   if (order.heavy_tiles == 0) return order;
-  const std::vector<DeviceGroup> original(records, records + num_groups);
+  original.assign(records, records + num_groups);
   std::int64_t begin = 0;
   for (int i = 0; i < num_groups; ++i) {
     const int g = walk[static_cast<std::size_t>(i)];
