@@ -483,16 +483,38 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   return Status::success();
 }
 
-// The output map of the TMA-store epilogues for the MoE forms (KernelParams::d_map): 16-bit n-major D as
-// (N, rows, batches), 128-byte swizzled, in boxes of 64 columns by 64 rows (the FP8 kernel's fp8-block128
-// tiles) or by the tile's tokens (the register-operand kernel's staged-token tiles 256 weights wide,
-// epilogue.cuh's store_transposed_slab). False where neither applies (other kernels and recipes, C, f32 or m-major D) or
-// TMA cannot address D (alignment, stride limits); the other epilogues then write every tile.
+// The K up to which the call's groups write D through the TMA-store epilogue's boxes (tma_store_max_k), or
+// -1 where the call's D is not one they write: C (TMA stores do not read it), f32 or m-major D.
+std::int64_t output_map_max_k(const GemmArguments& args, const KernelChoice& kernel) {
+  if (args.has_c || args.d_major != Major::n || args.d_type == DataType::f32) return -1;
+  return tma_store_max_k(kernel.swapped, kernel.decode, kernel.scales);
+}
+
+// A map of 16-bit n-major D for the TMA-store epilogues: (N, rows, batches), 128-byte swizzled, boxes of 64
+// columns by `box_rows` rows; strides in bytes. TMA clips each store at the map's extents.
+bool encode_output_box_map(CUtensorMap* map, void* d, std::int64_t n, std::int64_t rows, std::int64_t batches,
+                           std::int64_t ld_bytes, std::int64_t batch_bytes, int box_rows) {
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
+  if (encode == nullptr) return false;
+  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(n), static_cast<cuuint64_t>(rows), static_cast<cuuint64_t>(batches)};
+  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
+  const cuuint32_t box[3] = {kEpilogueBoxColumns, static_cast<cuuint32_t>(box_rows), 1};
+  const cuuint32_t element_strides[3] = {1, 1, 1};
+  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, d, dims, strides, box, element_strides,
+                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
+                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+// The output map of the TMA-store epilogues for the MoE forms (KernelParams::d_map): D as (N, rows, batches)
+// in boxes of 64 rows (the FP8 and decoding kernels' tiles, epilogue.cuh's tma_store_warpgroup_tile) or of
+// the tile's tokens (the register-operand kernel's staged-token tiles 256 weights wide, store_transposed_slab).
+// False where neither applies (output_map_max_k) or TMA cannot address D (alignment, stride limits); the
+// other epilogues then write every tile.
 bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
                        const core::ResolvedGroup& whole) {
   const bool transposed_slabs = kernel.swapped && reads_staged_tokens(kernel) && transposed_slab_stores(kernel.block_n);
-  const bool fp8_boxes = !kernel.swapped && !kernel.decode && tma_store_epilogue(kernel.scales);
-  if (!(transposed_slabs || fp8_boxes) || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
+  const bool boxes = args.moe.k <= output_map_max_k(args, kernel);
+  if (!(transposed_slabs || boxes) || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
     return false;
   const bool masked = args.layout == GroupLayout::masked;
   const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
@@ -501,16 +523,16 @@ bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const Kernel
   if (args.moe.d == nullptr || reinterpret_cast<std::uintptr_t>(args.moe.d) % 16 != 0 || ld_bytes % 16 != 0 ||
       batch_bytes % 16 != 0 || ld_bytes >= kTmaMaxStrideBytes || batch_bytes >= kTmaMaxStrideBytes || args.moe.n < 1)
     return false;
-  static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
-  if (encode == nullptr) return false;
-  const cuuint64_t dims[3] = {static_cast<cuuint64_t>(args.moe.n), static_cast<cuuint64_t>(rows),
-                              static_cast<cuuint64_t>(masked ? std::max(args.moe.num_groups, 1) : 1)};
-  const cuuint64_t strides[2] = {static_cast<cuuint64_t>(ld_bytes), static_cast<cuuint64_t>(batch_bytes)};
-  const cuuint32_t box[3] = {kEpilogueBoxColumns, static_cast<cuuint32_t>(transposed_slabs ? kernel.block_m : 64), 1};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, args.moe.d, dims, strides, box, element_strides,
-                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_NONE,
-                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_output_box_map(map, args.moe.d, args.moe.n, rows, masked ? std::max(args.moe.num_groups, 1) : 1,
+                               ld_bytes, batch_bytes, transposed_slabs ? kernel.block_m : 64);
+}
+
+// A pointer-array group's D map (DeviceGroup::d_map, where group_output_map_applies says so).
+Status encode_group_output_map(CUtensorMap* map, const core::ResolvedGroup& rg) {
+  if (!encode_output_box_map(map, const_cast<void*>(rg.d.data), rg.n, rg.m, rg.l, 2 * rg.d.ld, 2 * map_batch_stride_d(rg),
+                             64))
+    return Status::error(StatusCode::cuda_error, -1, "d", "cuTensorMapEncodeTiled failed for its tensor map");
+  return Status::success();
 }
 
 // B's scale codes as (codes, N, experts) for the register-operand kernel's kScaleCodesByTma
@@ -592,8 +614,11 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
                          core::TileOrder* order) {
   const std::size_t groups = static_cast<std::size_t>(prepare.num_groups);
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
-  const std::size_t bytes = pointer_array ? layout.maps + 2 * groups * sizeof(CUtensorMap)
-                                          : layout.groups + groups * sizeof(DeviceGroup);
+  // Pointer-array form: through the D maps where any group has one (they follow A's and B's).
+  const bool d_maps = pointer_array && prepare.output_map_max_k >= 0;
+  const std::size_t bytes = d_maps          ? layout.d_maps + groups * sizeof(CUtensorMap)
+                            : pointer_array ? layout.maps + 2 * groups * sizeof(CUtensorMap)
+                                            : layout.groups + groups * sizeof(DeviceGroup);
   // Storage typed as tensor maps, so that it has their 64-byte alignment; zeroed on every call (the
   // records' padding and the unused maps of empty groups are copied too).
   thread_local std::vector<CUtensorMap> storage;
@@ -603,6 +628,7 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
   std::memset(staged, 0, bytes);
   auto* records = reinterpret_cast<DeviceGroup*>(staged + layout.groups);
   CUtensorMap* maps = pointer_array ? reinterpret_cast<CUtensorMap*>(staged + layout.maps) : nullptr;
+  CUtensorMap* output_maps = d_maps ? reinterpret_cast<CUtensorMap*>(staged + layout.d_maps) : nullptr;
   DeviceStatus status{};
   const Status built = build_group_records(
       prepare, records, &status.total_tiles, [&](int g, const core::ResolvedGroup& rg, std::int64_t tiles) {
@@ -615,6 +641,9 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
                                           rg.b.ld, map_batch_stride_b(rg), b_box_rows, kernel.decode);
             !s.ok())
           return Status::error(s.code, g, "b", "its tensor map: " + s.message);
+        if (records[g].d_map != nullptr) {
+          if (Status s = encode_group_output_map(&output_maps[g], rg); !s.ok()) return Status::error(s.code, g, "d", s.message);
+        }
         return Status::success();
       });
   if (!built.ok()) return built;  // can_implement has checked the groups already; the maps may still fail
@@ -855,6 +884,8 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   prepare.block_n = plan.kernel.block_n;
   prepare.out_groups = reinterpret_cast<DeviceGroup*>(ws + layout.groups);
   prepare.out_maps = reinterpret_cast<CUtensorMap*>(ws + layout.maps);
+  prepare.out_d_maps = reinterpret_cast<CUtensorMap*>(ws + layout.d_maps);
+  prepare.output_map_max_k = args.layout == GroupLayout::pointer_array ? output_map_max_k(args, plan.kernel) : -1;
   prepare.status = reinterpret_cast<DeviceStatus*>(ws + layout.status);
 
   KernelParams kernel{};
@@ -897,6 +928,9 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
                                         b_box_rows, plan.kernel.decode);
           !s.ok())
         return s;
+      if (prepare.output_map_max_k >= 0 &&
+          !encode_output_box_map(&prepare.d_template, workspace, 64, 64, 1, 128, 128 * 64, 64))
+        prepare.output_map_max_k = -1;  // the other epilogues write D
     }
   } else {
     prepare.moe = args.moe;

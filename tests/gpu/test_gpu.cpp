@@ -440,8 +440,9 @@ TEST(PlannerRules, PromotedTokens) {
 // ---- the group records (group_records.hpp), as the host builds them for host-resident descriptions ---
 
 // The records of every group of `w` in order, as copy_host_records (cuda_backend.cpp) builds them.
+// output_map_max_k: PrepareParams' (the groups up to that K get a D map; -1: none).
 std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, int block_n,
-                                            std::int64_t* total_tiles = nullptr) {
+                                            std::int64_t* total_tiles = nullptr, std::int64_t output_map_max_k = -1) {
   const GemmArguments& a = w.args();
   cuda::PrepareParams p{};
   p.spec = core::make_call_spec(a);
@@ -450,7 +451,9 @@ std::vector<cuda::DeviceGroup> host_records(const HostWorkload& w, int block_m, 
   p.block_n = block_n;
   p.groups = a.groups;
   p.moe = a.moe;
-  p.out_maps = reinterpret_cast<CUtensorMap*>(std::uintptr_t{1} << 20);  // a device address, never dereferenced
+  p.out_maps = reinterpret_cast<CUtensorMap*>(std::uintptr_t{1} << 20);  // device addresses, never dereferenced
+  p.out_d_maps = reinterpret_cast<CUtensorMap*>(std::uintptr_t{1} << 21);
+  p.output_map_max_k = output_map_max_k;
   std::vector<cuda::DeviceGroup> records(static_cast<std::size_t>(p.num_groups));
   std::int64_t total = -1;
   const Status s = cuda::build_group_records(p, records.data(), &total,
@@ -511,8 +514,37 @@ TEST(GroupRecords, PointerArrayMapsAndBatches) {
     EXPECT_EQ(r[g].a_map, maps + 2 * g);
     EXPECT_EQ(r[g].b_map, maps + 2 * g + 1);
     EXPECT_EQ(r[g].d, w.args().groups[g].d);
+    EXPECT_EQ(r[g].d_map, nullptr);  // host_records' default: no group gets a D map
     tile += tiles[g];
   }
+}
+
+// The TMA-store epilogue's D maps: which kernels use the boxes up to which K, and which pointer-array groups
+// get a map (the others, and empty groups, are written by the other epilogues).
+TEST(GroupRecords, PointerArrayOutputMaps) {
+  using cuda::ScaleGranularity;
+  EXPECT_EQ(cuda::tma_store_max_k(/*swapped=*/true, false, ScaleGranularity::mx32), -1);
+  EXPECT_EQ(cuda::tma_store_max_k(false, /*decode=*/false, ScaleGranularity::mx32), cuda::kShortTileK);
+  EXPECT_EQ(cuda::tma_store_max_k(false, false, ScaleGranularity::block128), INT64_MAX);
+  EXPECT_EQ(cuda::tma_store_max_k(false, /*decode=*/true, ScaleGranularity::mx32), INT64_MAX);
+
+  WorkloadSpec s;
+  s.a_type = s.b_type = make_operand_type(Recipe::mxfp8);
+  s.layout = GroupLayout::pointer_array;
+  s.groups = {{8192, 1280, 32, 1}, {32, 384, 1536, 1}, {0, 64, 64, 1}, {7, 136, 512, 2}, {640, 160, 544, 1}, {65, 130, 64, 3}};
+  HostWorkload w;
+  ASSERT_TRUE(HostWorkload::create(s, &w).ok());
+  const CUtensorMap* d_maps = reinterpret_cast<const CUtensorMap*>(std::uintptr_t{1} << 21);
+  const std::vector<cuda::DeviceGroup> r = host_records(w, 128, 128, nullptr, cuda::kShortTileK);
+  ASSERT_EQ(r.size(), 6u);
+  EXPECT_EQ(r[0].d_map, d_maps + 0);
+  EXPECT_EQ(r[1].d_map, nullptr);  // K = 1536: the MX tiles' stores from the registers
+  EXPECT_EQ(r[2].d_map, nullptr);  // empty
+  EXPECT_EQ(r[3].d_map, d_maps + 3);
+  EXPECT_EQ(r[4].d_map, nullptr);  // K = 544, past kShortTileK
+  EXPECT_EQ(r[5].d_map, nullptr);  // rows of 260 bytes
+  for (const cuda::DeviceGroup& g : host_records(w, 128, 128, nullptr, INT64_MAX))
+    EXPECT_EQ(g.d_map == nullptr, g.m == 0 || g.n % 8 != 0);
 }
 
 // ---- every recipe variant x every output type x every layout ---------------------------------------

@@ -6,9 +6,11 @@
 // store is predicated on the group's own M and N, so a ragged tile never writes into the next
 // group's rows of a contiguous D or past masked_m. Vector accesses fall back to scalar ones at the
 // N edge and where a group's rows start unaligned (contiguous groups begin at any row).
-// The FP8 kernel has two faster routes for 16-bit n-major D without C: TMA stores of whole 64-row slabs
-// in the MoE forms (fp8-block128 tiles), and stores straight from the registers (MX tiles); the
-// register-operand kernel's staged-token tiles store their transposed slabs by TMA in the MoE forms.
+// The FP8 and decoding kernels have two faster routes for 16-bit n-major D without C: TMA stores of 64-row
+// slabs (the MoE forms' whole slabs through KernelParams::d_map, any slab of a pointer-array group through
+// its own map, DeviceGroup::d_map), and stores straight from the registers (the FP8 kernel's MX tiles of
+// long K); the register-operand kernel's staged-token tiles store their transposed slabs by TMA in the MoE
+// forms.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -40,9 +42,30 @@ struct TileOutput {
   std::int64_t ldc, ldd;
   std::int64_t m, n;  // the group's extents
   float alpha, beta;
-  std::int32_t map_row0, map_batch;  // the group's first row and its batch in KernelParams::d_map
+  // Whether the TMA-store epilogue has a map of D: the group's own (group_d_map), which clips every store
+  // at the group's extents, or the MoE forms' KernelParams::d_map, which spans all groups, so that only
+  // slabs inside the group may go through it. The group's first row and its batch in that map.
+  bool boxes;
+  const CUtensorMap* group_d_map;
+  std::int32_t map_row0, map_batch;
 };
 
+// A consumer's acquire of its group's D map before the first TMA store through it, once per group, as the
+// TMA producer's of A's and B's (kernel_common.cuh's tile_source): the host's copy or the prepare kernel
+// wrote the map through the generic proxy. The warpgroup's first thread issues the stores.
+struct OutputMapAcquire {
+  const CUtensorMap* acquired = nullptr;
+
+  __device__ void operator()(const TileOutput& o) {
+    if (o.group_d_map == nullptr || o.group_d_map == acquired) return;
+    if (threadIdx.x % kThreadsPerWarpgroup == 0) ptx::fence_tensormap_acquire(o.group_d_map);
+    acquired = o.group_d_map;
+  }
+};
+
+// GroupMaps: whether the instantiation can meet pointer-array groups' D maps (not the staged path's, which
+// runs the MoE forms only, nor the register-operand kernel's, which has no boxes).
+template <bool GroupMaps = false>
 __device__ __forceinline__ TileOutput tile_output(const KernelParams& p, const DeviceGroup* g, std::int32_t l) {
   const int bytes = element_bytes(p.d_type);
   TileOutput o;
@@ -58,12 +81,18 @@ __device__ __forceinline__ TileOutput tile_output(const KernelParams& p, const D
   }
   o.alpha = read_only(g->alpha);
   o.beta = read_only(g->beta);
+  o.boxes = p.d_map_ready;
+  o.group_d_map = nullptr;
   o.map_row0 = 0;
   o.map_batch = 0;
   if (p.d_map_ready) {
     // D's rows and experts line up with A's in the MoE forms.
     o.map_row0 = read_only(g->a_row0);
     o.map_batch = read_only(g->a_batch0) + l;
+  } else if (GroupMaps && p.per_group_maps) {
+    o.group_d_map = read_only(g->d_map);
+    o.boxes = o.group_d_map != nullptr;
+    o.map_batch = l;
   }
   return o;
 }
@@ -246,13 +275,13 @@ __device__ __forceinline__ void direct_store_warpgroup_tile(const TileOutput& o,
   }
 }
 
-// The MoE forms' common case through TMA stores: a 16-bit n-major D without C (KernelParams::d_map), the
-// warpgroup's 64 rows and all its columns inside the group. The warpgroup rounds its sums into 64 x 64
-// boxes laid out as the map's 128-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8), so a warp's
-// 32-bit stores of 8 rows x 4 column pairs hit 32 distinct banks), one thread issues the boxes' stores,
-// and the consumers go on to the next tile while TMA writes this one: the tensor cores no longer idle for
-// the global stores at the end of every tile (bench/NOTES.md, version 11d). The boxes are reused only after
-// the stores that read them have (bulk_wait_group_read), checked by the issuing thread before a barrier.
+// The common case through TMA stores: a 16-bit n-major D without C (TileOutput::boxes), the warpgroup's 64 rows and
+// all its columns inside the group, or any slab where the map clips at the group's extents. The warpgroup rounds
+// its sums into 64 x 64 boxes laid out as the map's 128-byte swizzle (16-byte chunk c of row r at chunk
+// c ^ (r % 8), so a warp's 32-bit stores of 8 rows x 4 column pairs hit 32 distinct banks), one thread issues the boxes'
+// stores, and the consumers go on to the next tile while TMA writes this one: the tensor cores no longer idle for
+// the global stores at the end of every tile (bench/NOTES.md, version 11d). The boxes are reused only after the
+// stores that read them have (bulk_wait_group_read), checked by the issuing thread before a barrier.
 template <class Traits, DataType T>
 __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, const TileOutput& o, std::int64_t row0,
                                                          std::int64_t col0, const float (&acc)[Traits::kAccumulators],
@@ -283,7 +312,7 @@ __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, 
     if (t == 0) {
 #pragma unroll
       for (int b = 0; b < Traits::kEpilogueBoxes; ++b)
-        ptx::tma_store_3d(&p.d_map,
+        ptx::tma_store_3d(o.group_d_map != nullptr ? o.group_d_map : &p.d_map,
                           static_cast<std::int32_t>(col0) + kEpilogueBoxColumns * (round * Traits::kEpilogueBoxes + b),
                           o.map_row0 + static_cast<std::int32_t>(row0), o.map_batch, boxes + b * kEpilogueBoxBytes);
       ptx::bulk_commit_group();
@@ -295,7 +324,7 @@ __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, 
 template <class Traits>
 __device__ __forceinline__ void finish_warpgroup_stores(const KernelParams& p) {
   if constexpr (Traits::kEpilogueBoxes > 0 || Traits::kTransposedBoxes) {
-    if (p.d_map_ready && threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group<0>();
+    if ((p.d_map_ready || p.per_group_maps) && threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group<0>();
   }
 }
 
@@ -313,7 +342,8 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
   if constexpr (Traits::kEpilogueBoxes > 0) {
     // A vote, so that ptxas sees a uniform branch: on the per-thread condition it moved the mainloop's
     // pipeline arithmetic out of the uniform registers (27 more instructions per k-block, -5% on prefill).
-    if (p.d_map_ready && __all_sync(0xFFFFFFFFu, row0 + 64 <= m_extent && col0 + Traits::kWarpgroupN <= n_extent)) {
+    if (o.boxes && __all_sync(0xFFFFFFFFu, o.group_d_map != nullptr ||
+                                                (row0 + 64 <= m_extent && col0 + Traits::kWarpgroupN <= n_extent))) {
       auto* boxes = reinterpret_cast<std::uint8_t*>(stage);
       if (p.d_type == DataType::bf16)
         tma_store_warpgroup_tile<Traits, DataType::bf16>(p, o, row0, col0, acc, boxes, barrier_id);
@@ -332,7 +362,7 @@ __device__ __forceinline__ void store_warpgroup_tile(const KernelParams& p, cons
   }
   if constexpr (Traits::kEpilogueBoxes > 0) {
     // An edge tile stages through the same bytes as the boxes: the stores that read them must be done.
-    if (p.d_map_ready) {
+    if (p.d_map_ready || p.per_group_maps) {
       if (threadIdx.x % kThreadsPerWarpgroup == 0) ptx::bulk_wait_group_read<0>();
       ptx::named_barrier_sync(barrier_id, kThreadsPerWarpgroup);
     }

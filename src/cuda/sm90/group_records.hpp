@@ -63,6 +63,31 @@ BSGEMM_HD inline std::int64_t group_scale_block_rows(const GroupRows& rows) {
   return round_up(rows.m > 0 ? rows.m : 0, 128);
 }
 
+// The batch strides (elements) of a pointer-array group's A, B and D maps: with one batch the stride is
+// never stepped, and TMA is given a valid one.
+BSGEMM_HD inline std::int64_t map_batch_stride_a(const core::ResolvedGroup& rg) {
+  return rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
+}
+BSGEMM_HD inline std::int64_t map_batch_stride_b(const core::ResolvedGroup& rg) {
+  return rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
+}
+BSGEMM_HD inline std::int64_t map_batch_stride_d(const core::ResolvedGroup& rg) {
+  return rg.l > 1 ? rg.d.batch_stride : rg.d.ld * rg.m;
+}
+
+// Whether pointer-array group rg gets a D map for the TMA-store epilogue (DeviceGroup::d_map): the call's D
+// suits it (PrepareParams::output_map_max_k >= 0: 16-bit, n-major, no C, a kernel built with the boxes), the
+// group's K is one whose tiles store that way, and TMA can address its D (16-byte aligned address and
+// strides, below TMA's stride limit) with rows that end on a 16-byte boundary: a store clipped at an N whose
+// row is not a multiple of 16 bytes failed the GPU tier (N = 130 and 300; 136 and 160 passed). The others go
+// through the register or staged epilogues.
+BSGEMM_HD inline bool group_output_map_applies(const PrepareParams& p, const core::ResolvedGroup& rg) {
+  if (rg.k > p.output_map_max_k || rg.m < 1 || rg.n < 1 || (2 * rg.n) % 16 != 0) return false;
+  const std::int64_t ld_bytes = 2 * rg.d.ld, batch_bytes = 2 * map_batch_stride_d(rg);
+  return reinterpret_cast<std::uintptr_t>(rg.d.data) % 16 == 0 && ld_bytes % 16 == 0 && batch_bytes % 16 == 0 &&
+         ld_bytes < kTmaMaxStrideBytes && batch_bytes < kTmaMaxStrideBytes;
+}
+
 // The record of valid group g: its tiles are [tile_begin, tile_begin + tiles) of the whole sequence;
 // *resolved receives the group as resolved (the pointer-array form's maps are made from it).
 BSGEMM_HD inline DeviceGroup make_device_group(const PrepareParams& p, int g, const GroupRows& rows, std::int64_t tile_begin,
@@ -75,6 +100,7 @@ BSGEMM_HD inline DeviceGroup make_device_group(const PrepareParams& p, int g, co
       rg = core::resolve_pointer_array(p.spec, p.groups[g]);
       d.a_map = p.out_maps + 2 * g;
       d.b_map = p.out_maps + 2 * g + 1;
+      if (group_output_map_applies(p, rg)) d.d_map = p.out_d_maps + g;
       break;
     case GroupLayout::contiguous:
       rg = core::resolve_contiguous(p.spec, p.moe, g, rows.begin, rows.begin + rows.m, sfa_block_row0,
@@ -113,15 +139,6 @@ BSGEMM_HD inline DeviceGroup make_device_group(const PrepareParams& p, int g, co
   d.beta = rg.beta;
   *resolved = rg;
   return d;
-}
-
-// The batch strides (elements) of a pointer-array group's A and B maps: with one batch the stride is
-// never stepped, and TMA is given a valid one.
-BSGEMM_HD inline std::int64_t map_batch_stride_a(const core::ResolvedGroup& rg) {
-  return rg.l > 1 ? rg.a.batch_stride : rg.a.ld * rg.m;
-}
-BSGEMM_HD inline std::int64_t map_batch_stride_b(const core::ResolvedGroup& rg) {
-  return rg.l > 1 ? rg.b.batch_stride : rg.b.ld * rg.n;
 }
 
 // Every group's record in order, on the host (the prepare kernel computes the same ones with its threads

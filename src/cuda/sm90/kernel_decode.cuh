@@ -135,15 +135,19 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];
   float out[Traits::kAccumulators];
+  OutputMapAcquire acquire_output_map;
   while (walker.next(p, &c, &g)) {
     const std::int64_t k = read_only(g->k);
     const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
     mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc, out);
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
-    store_warpgroup_tile<Traits>(p, tile_output(p, g, c.l), row0, col0, out, &ss.epilogue[consumer][0][0],
+    const TileOutput output = tile_output<true>(p, g, c.l);
+    acquire_output_map(output);
+    store_warpgroup_tile<Traits>(p, output, row0, col0, out, &ss.epilogue[consumer][0][0],
                                  static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
   }
+  finish_warpgroup_stores<Traits>(p);
 }
 
 // What both decoding kernels (this one and kernel_swapped.cuh) run after their prologue: the raw-stage

@@ -91,6 +91,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];
   float result[Traits::kAccumulators];
+  OutputMapAcquire acquire_output_map;
 #pragma unroll
   for (int i = 0; i < Traits::kAccumulators; ++i) acc[i] = 0.0f;
   turns.start();
@@ -111,8 +112,9 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
     }
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
-    store_warpgroup_tile<Traits>(p, tile_output(p, g, c.l), row0, col0, result,
-                                 reinterpret_cast<float*>(ss.epilogue[consumer]),
+    const TileOutput out = tile_output<!Traits::kStaged>(p, g, c.l);
+    if constexpr (!Traits::kStaged) acquire_output_map(out);
+    store_warpgroup_tile<Traits>(p, out, row0, col0, result, reinterpret_cast<float*>(ss.epilogue[consumer]),
                                  static_cast<std::uint32_t>(NamedBarrier::epilogue_consumer0) + consumer);
   }
   finish_warpgroup_stores<Traits>(p);

@@ -88,8 +88,9 @@ struct Fp8KernelTraits {
   static constexpr int kProducerRegisters = kWideAccumulators ? kWideProducerRegisters : kAnyPacked ? 120 : 112;
   static_assert(kThreadsPerWarpgroup * (kProducerRegisters + 2 * kConsumerRegs) <= kKernelThreads * kLaunchRegisters,
                 "setmaxnreg would ask for more registers than the CTA holds");
-  // The epilogue stores straight from the registers (epilogue.cuh) where that measured faster: mxfp8,
-  // whose tiles are long (promotion every 32 of K), +3-4%; fp8-block128 lost 1-6% (its short tiles end in
+  // The epilogue stores straight from the registers (epilogue.cuh) where that measured faster: mxfp8 tiles
+  // of long K (promotion every 32 of K; shorter ones go through TMA stores, params.hpp kShortTileK), +3-4%;
+  // fp8-block128 lost 1-6% (its short tiles end in
   // bursts of stores, and 4-byte stores take twice the L2 write transactions of the staged 16-byte ones;
   // bench/NOTES.md session 6).
   static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
@@ -138,7 +139,7 @@ struct Fp8KernelTraits {
   // of 16-bit D (epilogue.cuh), all of the warpgroup's columns at once where that costs no pipeline stage or
   // where the tile is 192 wide (4 stages against 5, measured +0.4% on the H200's prefill cases: the rounds'
   // waits cost more than the stage), else one box at a time (fp8-block128's 128 x 128 tile: 6 stages
-  // against 5); none for MX tiles.
+  // against 5; the MX tiles, whose one box fits the staged epilogue's rows).
   static constexpr std::size_t kStagedEpilogueBytes = sizeof(float) * 64 * kEpiloguePitch;
   static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;
   static constexpr auto kEpilogueBytesFor = [](int boxes) {
@@ -146,8 +147,7 @@ struct Fp8KernelTraits {
     return box_bytes > kStagedEpilogueBytes ? box_bytes : kStagedEpilogueBytes;
   };
   static constexpr int kEpilogueBoxes =
-      !tma_store_epilogue(Scales) ? 0
-      : kWideAccumulators || kStagesFor(kEpilogueBytesFor(kBoxesPerWarpgroup)) == kStagesFor(kEpilogueBytesFor(1))
+      kWideAccumulators || kStagesFor(kEpilogueBytesFor(kBoxesPerWarpgroup)) == kStagesFor(kEpilogueBytesFor(1))
           ? kBoxesPerWarpgroup
           : 1;
   static constexpr std::size_t kEpilogueBytes = kEpilogueBytesFor(kEpilogueBoxes);

@@ -74,7 +74,10 @@ struct DecodeKernelTraits {
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, true, AScales, BlockM, BlockN);  // tile_walker.cuh
-  static constexpr int kEpilogueBoxes = 0;        // no TMA-store epilogue (epilogue.cuh)
+  // The TMA-store epilogue (epilogue.cuh) one 64 x 64 box at a time, in the staged epilogue's rows.
+  static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;
+  static constexpr int kEpilogueBoxes = 1;
+  static_assert(kEpilogueBoxBytes <= sizeof(float) * 64 * kEpiloguePitch);
   static constexpr bool kTransposedBoxes = false;
   static_assert(kWarpgroupN == 64 || kWarpgroupN == 128);
 
@@ -108,10 +111,12 @@ struct DecodeKernelTraits {
 
   struct SharedStorage {
     DecodedStage decoded[kDecodedStages];
+    // 1024-byte aligned for the boxes' 128-byte swizzle (each consumer's rows are 9 x 1024 bytes), and right
+    // after the decoded tiles, whose size keeps it so without padding.
+    alignas(1024) float epilogue[2][64][kEpiloguePitch];
     RawStage raw[kStages];
     alignas(16) float sfa[kStages][kStepsA][BlockM];
     alignas(16) float sfb[kStages][kStepsB][BlockN];
-    alignas(16) float epilogue[2][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     alignas(8) std::uint64_t decoded_full[kDecodedStages];   // consumers -> consumers: a decoded tile is ready

@@ -37,6 +37,9 @@ struct alignas(16) DeviceGroup {
   std::int32_t reserved;
   const CUtensorMap* a_map;  // per-group maps of the pointer-array form; null: the kernel's own maps
   const CUtensorMap* b_map;
+  // The pointer-array form's D as (N, M, L) for the TMA-store epilogue, where group_output_map_applies; null:
+  // the other epilogues write this group.
+  const CUtensorMap* d_map;
   const void* sfa;
   const void* sfb;
   std::int64_t sfa_ld, sfa_batch_stride, sfb_ld, sfb_batch_stride;
@@ -58,10 +61,20 @@ struct alignas(16) DeviceStatus {
   core::CallSpec spec;  // to word the message on the host
 };
 
-// The FP8 kernel's tiles that write through the TMA-store epilogue (epilogue.cuh): fp8-block128's. MX tiles
-// store from the registers instead, which measured 4% faster for mxfp8 (bench/NOTES.md, version 11d).
-constexpr bool tma_store_epilogue(ScaleGranularity g) {
-  return g == ScaleGranularity::block128 || g == ScaleGranularity::staged;
+// K up to which the FP8 kernel's MX tiles write D through TMA stores. A tile of few k-blocks is mostly its
+// epilogue, and the stores from the registers held its consumers for 4-6 us a tile (bench/NOTES.md, session
+// 21's stamps); over long K those stores measured 4% faster than the TMA-store epilogue (version 11d), so MX
+// tiles of deeper groups keep them.
+inline constexpr std::int64_t kShortTileK = 512;
+
+// The K up to which a group's tiles write through the TMA-store epilogue's boxes (epilogue.cuh), for a kernel
+// choice's (swapped, decode, scales): the FP8 and decoding kernels are built with the boxes and use them at
+// any K, but for the FP8 kernel's MX tiles (kShortTileK); the register-operand kernel (swapped) stores
+// transposed slabs of its own (-1: never the boxes).
+constexpr std::int64_t tma_store_max_k(bool swapped, bool decode, ScaleGranularity scales) {
+  return swapped                                       ? -1
+         : !decode && scales == ScaleGranularity::mx32 ? kShortTileK
+                                                       : INT64_MAX;
 }
 
 // The TMA-store epilogue's box of 16-bit D (KernelParams::d_map): 64 rows of 128 bytes, the widest box the
@@ -127,19 +140,25 @@ struct KernelParams {
 struct PrepareParams {
   CUtensorMap a_template;  // pointer-array form: the maps every group's maps are edited from
   CUtensorMap b_template;
+  CUtensorMap d_template;
+  // Pointer-array form: groups of K up to this get a D map (group_output_map_applies); -1: none do (the
+  // call has C, or a D the TMA-store epilogue does not write, or a kernel without it).
+  std::int64_t output_map_max_k = -1;
   core::CallSpec spec;
   std::int32_t num_groups;
   std::int32_t block_m, block_n;
   const GroupProblem* groups;  // pointer-array form, device memory
   MoeGroups moe;               // MoE forms; its arrays are device memory
   DeviceGroup* out_groups;
-  CUtensorMap* out_maps;  // 2 per group (A, B), pointer-array form
+  CUtensorMap* out_maps;    // 2 per group (A, B), pointer-array form
+  CUtensorMap* out_d_maps;  // 1 per group (D), pointer-array form, where group_output_map_applies
   DeviceStatus* status;
 };
 
 // Where each piece lives in the caller's workspace. Depends on the group count only.
 struct WorkspaceLayout {
-  std::size_t status = 0, groups = 0, maps = 0, descriptions = 0, offsets = 0, masked_m = 0, alpha = 0, beta = 0;
+  std::size_t status = 0, groups = 0, maps = 0, d_maps = 0, descriptions = 0, offsets = 0, masked_m = 0, alpha = 0,
+              beta = 0;
   std::size_t total = 0;
 };
 
@@ -154,6 +173,8 @@ inline WorkspaceLayout workspace_layout(std::int64_t num_groups) {
   at = align(at + g * sizeof(DeviceGroup));
   w.maps = at;
   at = align(at + 2 * g * sizeof(CUtensorMap));
+  w.d_maps = at;  // right after A's and B's, so that the host copies one run of bytes
+  at = align(at + g * sizeof(CUtensorMap));
   // Copies of host-resident descriptions (the device reads them from here).
   w.descriptions = at;
   at = align(at + g * sizeof(GroupProblem));

@@ -7,8 +7,8 @@
 // masked_m), the same validity rules the host applies (core/group_checks.hpp) plus TMA's limits, and
 // its tile count. Two block-wide scans then give each group its first tile and, for a blocked-layout
 // SFA of the contiguous form, its first scale row. Pass 2 writes the records and, for the
-// pointer-array form, edits two tensor maps per group (A and B) from host-encoded templates with
-// tensormap.replace. When any group is invalid, the lowest such group is reported in the status and
+// pointer-array form, edits two tensor maps per group (A and B), and a third (D) where
+// group_output_map_applies, from host-encoded templates with tensormap.replace. When any group is invalid, the lowest such group is reported in the status and
 // the main kernel writes nothing.
 #include <cuda_runtime.h>
 
@@ -70,6 +70,18 @@ __device__ __noinline__ void write_group_map(CUtensorMap* map, const CUtensorMap
   ptx::tensormap_replace_stride<1>(map, static_cast<std::uint64_t>(batch_bytes));
 }
 
+// Copies `map_template` (16-bit D, encoded by encode_output_box_map) to `map` and points it at one group's D:
+// dims (N, M, L) in elements, strides in bytes.
+__device__ __noinline__ void write_output_map(CUtensorMap* map, const CUtensorMap& map_template, const core::ResolvedGroup& rg) {
+  *map = map_template;
+  ptx::tensormap_replace_address(map, rg.d.data);
+  ptx::tensormap_replace_dim<0>(map, static_cast<std::uint32_t>(rg.n));
+  ptx::tensormap_replace_dim<1>(map, static_cast<std::uint32_t>(rg.m));
+  ptx::tensormap_replace_dim<2>(map, static_cast<std::uint32_t>(rg.l));
+  ptx::tensormap_replace_stride<0>(map, static_cast<std::uint64_t>(2 * rg.d.ld));
+  ptx::tensormap_replace_stride<1>(map, static_cast<std::uint64_t>(2 * map_batch_stride_d(rg)));
+}
+
 __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const __grid_constant__ PrepareParams p) {
   __shared__ std::int64_t warp_sums[kPrepareThreads / 32];
   __shared__ std::int32_t failed_group;
@@ -116,6 +128,7 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
                         map_batch_stride_a(rg));
         write_group_map(p.out_maps + 2 * g + 1, p.b_template, p.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld,
                         map_batch_stride_b(rg));
+        if (p.out_groups[g].d_map != nullptr) write_output_map(p.out_d_maps + g, p.d_template, rg);
       }
       tile_begin += tiles;
       padded_row += group_scale_block_rows(rows);
