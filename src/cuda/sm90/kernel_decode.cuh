@@ -138,8 +138,7 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   OutputMapAcquire acquire_output_map;
   while (walker.next(p, &c, &g)) {
     const std::int64_t k = read_only(g->k);
-    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
-    mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc, out);
+    mainloop.accumulate_tile(ss, pipe, raw, decoded, k, acc, out);
     const std::int64_t row0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + mainloop.wg_m * 64;
     const std::int64_t col0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.wg_n * Traits::kWarpgroupN;
     const TileOutput output = tile_output<true>(p, g, c.l);

@@ -1,6 +1,7 @@
 // The consumers' mainloop of the decoding kernel: decode raw stages into bf16 tiles, then BF16 wgmma.
 //
-// Each raw stage (128 of K) becomes two decoded tiles of 64. All 256 consumer threads decode every
+// Each raw stage (128 of K) becomes two decoded tiles of 64, or one where K ends in its first half (a K of 32
+// or 64 would otherwise decode and multiply as many zeros as values). All 256 consumer threads decode every
 // tile together (A rows then B rows, 16-byte chunks, a warp per four rows), so a consumer warpgroup's
 // wgmma read rows the other warpgroup decoded: two barriers per decoded tile carry that ("full": all 8
 // consumer warps wrote it; "empty": all 8 finished their wgmma on it). The loop is pipelined by one
@@ -131,17 +132,22 @@ struct DecodeMainloop {
     ptx::wgmma_commit();
   }
 
-  // Accumulates one tile of `k_blocks` raw stages (K = k) into out: the raw stages from `raw` on, the
-  // decoded tiles from `decoded` on; both states end past the tile. acc is scratch with block128 A.
+  // Accumulates one tile of K = k (its raw stages of 128 from `raw` on, its decoded tiles from `decoded` on;
+  // both states end past the tile) into out. acc is scratch with block128 A.
   template <int Stages>
   __device__ void accumulate_tile(Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
-                                  PipelineState<kDecodedStages>& decoded, int k_blocks, std::int64_t k,
-                                  float (&acc)[kAcc], float (&out)[kAcc]) const {
-    const int tiles = 2 * k_blocks;
+                                  PipelineState<kDecodedStages>& decoded, std::int64_t k, float (&acc)[kAcc],
+                                  float (&out)[kAcc]) const {
+    // Decoded tiles of 64 that hold any of K: every stage's two halves but the last one's second where K
+    // ends in the first. Tile j is the last of its raw stage when it is a second half or the tile's last.
+    const int tiles = static_cast<int>(core::ceil_div(k, static_cast<std::int64_t>(kDecodedK)));
+    const auto ends_stage = [tiles](int j) { return j % 2 == 1 || j == tiles - 1; };
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
     if (tiles == 0) return;  // K = 0: the producers load nothing for this tile
-    float sa_top = 0.0f, sa_bottom = 0.0f;  // block128: the scales of the stage being accumulated
+    // block128: the scales of the stages, by stage parity: a stage's are read when its last tile is decoded,
+    // which may come before the previous stage's promotion (a last stage of one tile).
+    float sa_top[2] = {0.0f, 0.0f}, sa_bottom[2] = {0.0f, 0.0f};
     PipelineState<kDecodedStages> write = decoded, read = decoded;
 
     const auto decode_tile = [&](int j) {
@@ -154,10 +160,14 @@ struct DecodeMainloop {
       __syncwarp();
       if (release_lane) ptx::mbarrier_arrive(&ss.decoded_full[write.index]);
       write.advance();
-      if (half == 1) {
+      if (ends_stage(j)) {
         if constexpr (Traits::kPromote) {
-          sa_top = ss.sfa[raw.index][0][frag_row];
-          sa_bottom = ss.sfa[raw.index][0][frag_row + 8];
+          const float top = ss.sfa[raw.index][0][frag_row], bottom = ss.sfa[raw.index][0][frag_row + 8];
+          // Selects rather than an index, which would put the arrays in local memory.
+          sa_top[0] = kb % 2 == 0 ? top : sa_top[0];
+          sa_top[1] = kb % 2 == 1 ? top : sa_top[1];
+          sa_bottom[0] = kb % 2 == 0 ? bottom : sa_bottom[0];
+          sa_bottom[1] = kb % 2 == 1 ? bottom : sa_bottom[1];
         }
         // Decoded, and its scales read: the raw stage goes back to the producers.
         __syncwarp();
@@ -177,9 +187,11 @@ struct DecodeMainloop {
       if (release_lane) ptx::mbarrier_arrive(&ss.decoded_empty[read.index]);
       read.advance();
       if constexpr (Traits::kPromote) {
-        if (j % 2 == 1) {
+        if (ends_stage(j)) {
+          const bool odd = (j / 2) % 2 == 1;
+          const float top = odd ? sa_top[1] : sa_top[0], bottom = odd ? sa_bottom[1] : sa_bottom[0];
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) out[i] = fmaf(acc[i], (i & 2) ? sa_bottom : sa_top, out[i]);
+          for (int i = 0; i < kAcc; ++i) out[i] = fmaf(acc[i], (i & 2) ? bottom : top, out[i]);
         }
       }
     }

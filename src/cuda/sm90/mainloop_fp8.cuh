@@ -4,7 +4,8 @@
 // Hopper's FP8 wgmma accumulates with reduced precision and knows nothing of block scales, so each
 // scale block gets a fresh accumulator (scale-d = 0 on its first wgmma) that is then added into the
 // fp32 result on the CUDA cores:
-//   fp8-block128: 4 wgmma k32 per stage, then  result += acc * (sa[row] * sb)   (1 FFMA per element;
+//   fp8-block128: 4 wgmma k32 per stage (fewer where K ends inside it but in the 128 x 192 tile, whose
+//                 consumers spilled with the choice), then  result += acc * (sa[row] * sb)  (1 FFMA per element;
 //                 sb is B's scale of the column's 128-column block, one value for all of a warpgroup's
 //                 columns except in the 128 x 192 tile, whose columns may straddle two blocks; the scale
 //                 loaders store the products)
@@ -50,8 +51,8 @@ struct Fp8Mainloop {
       return kAcc / 4;
   }
 
-  // k_left: K from the stage's start; mxfp8 skips the 32-deep steps past K (the last stage of a K such as
-  // 32 holds one). first_block_chunks: from first_block_chunks() (fp8-block128).
+  // k_left: K from the stage's start; the 32-deep steps past K are skipped (the last stage of a K such as 32
+  // holds one). first_block_chunks: from first_block_chunks() (fp8-block128).
   __device__ void accumulate_stage(const Storage& ss, int s, const IssueTurns& turns, std::int64_t k_left,
                                    int first_block_chunks, float (&acc)[kAcc], float (&result)[kAcc]) const {
     const std::uint64_t desc_a = ptx::make_smem_desc_sw128(ss.stages[s].a + wg_m * 64 * kBlockK);
@@ -84,12 +85,15 @@ struct Fp8Mainloop {
         next_top = ss.sfa[s][1][frag_row];
         next_bottom = ss.sfa[s][1][frag_row + 8];
       }
+      // Both warpgroups skip the same steps (a uniform branch per step); the 192-wide tile issues all four.
+      const int steps =
+          k_left >= kBlockK || Traits::kWarpgroupN == 192 ? kBlockK / 32 : static_cast<int>((k_left + 31) / 32);
       turns.wait_turn();
       ptx::fence_accumulators(acc);
       ptx::wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kBlockK / 32; ++k)
-        Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
+        if (k < steps) Mma::mma(acc, ptx::advance_desc(desc_a, 32 * k), ptx::advance_desc(desc_b, 32 * k), k > 0 ? 1u : 0u);
       ptx::wgmma_commit();
       turns.pass_turn();
       ptx::wgmma_wait<0>();
