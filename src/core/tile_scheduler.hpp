@@ -35,8 +35,10 @@ BSGEMM_HD constexpr std::int64_t group_tile_count(std::int64_t m, std::int64_t n
   return m <= 0 ? 0 : l * ceil_div(m, block_m) * ceil_div(n, block_n);
 }
 
-// Tile `local` (0 <= local < L * tiles_m * tiles_n) of a group, in the banded order described above.
-BSGEMM_HD constexpr TileCoord tile_coord(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n, std::int32_t band) {
+// Tile `local` (0 <= local < L * tiles_m * tiles_n) of a group, in the banded order described above, in
+// 64-bit arithmetic.
+BSGEMM_HD constexpr TileCoord tile_coord_wide(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n,
+                                              std::int32_t band) {
   const std::int64_t per_batch = static_cast<std::int64_t>(tiles_m) * tiles_n;
   TileCoord c;
   c.l = static_cast<std::int32_t>(local / per_batch);
@@ -49,6 +51,37 @@ BSGEMM_HD constexpr TileCoord tile_coord(std::int64_t local, std::int32_t tiles_
   c.m_block = static_cast<std::int32_t>(in_band / width);
   c.n_block = band_start + static_cast<std::int32_t>(in_band % width);
   return c;
+}
+
+// The same in 32-bit arithmetic, for a group whose local index, batch and band counts fit.
+BSGEMM_HD constexpr TileCoord tile_coord_narrow(std::uint32_t local, std::uint32_t per_batch, std::uint32_t band_tiles,
+                                                std::int32_t tiles_n, std::int32_t band) {
+  TileCoord c;
+  const std::uint32_t l = local / per_batch;
+  const std::uint32_t in_batch = local - l * per_batch;
+  const std::uint32_t band_index = in_batch / band_tiles;
+  const std::int32_t band_start = static_cast<std::int32_t>(band_index) * band;
+  const std::uint32_t width = static_cast<std::uint32_t>(tiles_n - band_start < band ? tiles_n - band_start : band);
+  const std::uint32_t in_band = in_batch - band_index * band_tiles;
+  const std::uint32_t row = in_band / width;
+  c.l = static_cast<std::int32_t>(l);
+  c.m_block = static_cast<std::int32_t>(row);
+  c.n_block = band_start + static_cast<std::int32_t>(in_band - row * width);
+  return c;
+}
+
+// tile_coord_wide, in 32-bit arithmetic where the counts fit, as they do but for groups of billions of
+// tiles: on the GPU a 32-bit division is a few instructions and a 64-bit one a subroutine, and the three of
+// them took about half of a one-k-block tile's walk (bench/NOTES.md, session 21's stamps). The walks whose
+// registers have no room for both take tile_coord_wide alone (a uniform branch keeps both sets live).
+BSGEMM_HD constexpr TileCoord tile_coord(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n, std::int32_t band) {
+  const std::int64_t per_batch = static_cast<std::int64_t>(tiles_m) * tiles_n;
+  const std::int64_t band_tiles = static_cast<std::int64_t>(band) * tiles_m;
+  constexpr std::int64_t kFits = 0xFFFFFFFFll;
+  if (local <= kFits && per_batch <= kFits && band_tiles <= kFits)
+    return tile_coord_narrow(static_cast<std::uint32_t>(local), static_cast<std::uint32_t>(per_batch),
+                             static_cast<std::uint32_t>(band_tiles), tiles_n, band);
+  return tile_coord_wide(local, tiles_m, tiles_n, band);
 }
 
 // The group that holds linear tile `tile`, searching forward from `group` (tiles only grow along a

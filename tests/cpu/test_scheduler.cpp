@@ -54,6 +54,30 @@ TEST(TileScheduler, TileCoordIsABijection) {
   }
 }
 
+// The 32-bit arithmetic tile_coord takes where the counts fit gives the 64-bit arithmetic's coordinates, and
+// groups past 2^32 tiles (a batch or a band too many for 32 bits) take the 64-bit one.
+TEST(TileScheduler, TileCoordThirtyTwoBitPathAgrees) {
+  const auto wide = bsgemm::core::tile_coord_wide;
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 20000; ++trial) {
+    const auto tiles_m = static_cast<std::int32_t>(1 + rng() % (trial % 2 ? 200000 : 64));
+    const auto tiles_n = static_cast<std::int32_t>(1 + rng() % (trial % 3 ? 100000 : 64));
+    const auto band = static_cast<std::int32_t>(1 + rng() % 16);
+    const std::int64_t l = 1 + static_cast<std::int64_t>(rng() % 4);
+    const std::int64_t local = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(l * tiles_m * tiles_n));
+    const auto a = tile_coord(local, tiles_m, tiles_n, band), b = wide(local, tiles_m, tiles_n, band);
+    ASSERT_EQ(a.l, b.l) << local << " " << tiles_m << " " << tiles_n << " " << band;
+    ASSERT_EQ(a.m_block, b.m_block);
+    ASSERT_EQ(a.n_block, b.n_block);
+  }
+  // 100000 x 100000 tiles a batch: past 32 bits, the last tile of batch 1 is (1, 99999, 99999).
+  const std::int64_t per_batch = std::int64_t{100000} * 100000;
+  const auto last = tile_coord(2 * per_batch - 1, 100000, 100000, 8);
+  EXPECT_EQ(last.l, 1);
+  EXPECT_EQ(last.m_block, 99999);
+  EXPECT_EQ(last.n_block, 99999);
+}
+
 // Consecutive tiles of a full band share an M-block and walk `band` N-blocks (the L2 reuse the order is for).
 TEST(TileScheduler, BandOrder) {
   const auto c0 = tile_coord(0, 10, 20, 8);

@@ -95,6 +95,9 @@ struct Fp8KernelTraits {
   // bench/NOTES.md session 6).
   static constexpr bool kDirectEpilogue = Scales == ScaleGranularity::mx32;
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, false, Scales, BlockM, BlockN);  // tile_walker.cuh
+  // The consumers' walk keeps its group (tile_walker.cuh) but in the tiles of more than 128 columns a warpgroup,
+  // whose consumers spill with it (8 bytes).
+  static constexpr bool kKeepWalkGroup = kWarpgroupN <= 128;
   // Scale-loader warps that arrive on each stage's full barrier (none for staged operands).
   static constexpr int kScaleLoaderArrivals = kStaged ? 0 : 32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);

@@ -74,6 +74,8 @@ struct DecodeKernelTraits {
   static constexpr int kAccumulators = kWarpgroupN / 2;
   static constexpr bool kDirectEpilogue = false;  // decoding bounds these tiles (epilogue.cuh)
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, true, AScales, BlockM, BlockN);  // tile_walker.cuh
+  // The consumers' walk keeps its group (tile_walker.cuh) in the 128-row tiles; the 64-row ones spill with it.
+  static constexpr bool kKeepWalkGroup = BlockM == 128;
   // The TMA-store epilogue (epilogue.cuh) one 64 x 64 box at a time, in the staged epilogue's rows.
   static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;
   static constexpr int kEpilogueBoxes = 1;

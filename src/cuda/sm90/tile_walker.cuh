@@ -30,8 +30,22 @@ __device__ __forceinline__ T read_only(const T& field) {
 // Two walks over the same sequence. The heavy-first one takes the host's TileOrder (core/tile_scheduler.hpp);
 // the plain one walks round-robin, for the instantiations params.hpp's heavy_first_walk leaves out. Any walk
 // that takes every position once covers every tile, whatever the order of the records.
-template <bool HeavyFirst>
-struct TileWalker {
+// KeepGroup: the walker keeps its group's tile range and grid in registers and reads the records only when
+// the walk leaves the group, and takes tile_coord's 32-bit arithmetic where the counts fit. The consumers'
+// walk does where their registers allow (their next tile waits for it: a one-k-block tile's walk spent about
+// 1 kcycle on those reads and 64-bit divisions, bench/NOTES.md session 21); the producers, which run ahead,
+// keep their registers and the 64-bit arithmetic alone.
+template <bool KeepGroup>
+struct KeptGroup {};
+// The current group's tiles [group_begin, group_end) and grid (group_end 0: none yet).
+template <>
+struct KeptGroup<true> {
+  std::int64_t group_begin = 0, group_end = 0;
+  std::int32_t tiles_m = 0, tiles_n = 0;
+};
+
+template <bool HeavyFirst, bool KeepGroup = false>
+struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
   std::int32_t num_groups;
   std::int32_t band;
@@ -52,9 +66,24 @@ struct TileWalker {
     else
       tile += gridDim.x;
     if (tile >= total) return false;
-    group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
-    *g = &groups[group];
-    *coord = core::tile_coord(tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n), band);
+    if constexpr (KeepGroup) {
+      // Positions only grow along a CTA's walk, so a tile below the kept end is in the kept group.
+      if (tile >= this->group_end) {
+        group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
+        const DeviceGroup& r = groups[group];
+        this->group_begin = read_only(r.tile_begin);
+        this->group_end = read_only(r.tile_end);
+        this->tiles_m = read_only(r.tiles_m);
+        this->tiles_n = read_only(r.tiles_n);
+      }
+      *g = &groups[group];
+      *coord = core::tile_coord(tile - this->group_begin, this->tiles_m, this->tiles_n, band);
+    } else {
+      group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
+      *g = &groups[group];
+      *coord = core::tile_coord_wide(tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n),
+                                     band);
+    }
     return true;
   }
 };
