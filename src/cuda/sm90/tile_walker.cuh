@@ -27,6 +27,16 @@ __device__ __forceinline__ T read_only(const T& field) {
   return value;
 }
 
+// What a TileWalker keeps of its current group, with KeepGroup: the group's tiles [group_begin, group_end) and
+// grid (group_end 0: none yet); nothing without.
+template <bool KeepGroup>
+struct KeptGroup {};
+template <>
+struct KeptGroup<true> {
+  std::int64_t group_begin = 0, group_end = 0;
+  std::int32_t tiles_m = 0, tiles_n = 0;
+};
+
 // Two walks over the same sequence. The heavy-first one takes the host's TileOrder (core/tile_scheduler.hpp);
 // the plain one walks round-robin, for the instantiations params.hpp's heavy_first_walk leaves out. Any walk
 // that takes every position once covers every tile, whatever the order of the records.
@@ -35,15 +45,6 @@ __device__ __forceinline__ T read_only(const T& field) {
 // walk does where their registers allow (their next tile waits for it: a one-k-block tile's walk spent about
 // 1 kcycle on those reads and 64-bit divisions, bench/NOTES.md session 21); the producers, which run ahead,
 // keep their registers and the 64-bit arithmetic alone.
-template <bool KeepGroup>
-struct KeptGroup {};
-// The current group's tiles [group_begin, group_end) and grid (group_end 0: none yet).
-template <>
-struct KeptGroup<true> {
-  std::int64_t group_begin = 0, group_end = 0;
-  std::int32_t tiles_m = 0, tiles_n = 0;
-};
-
 template <bool HeavyFirst, bool KeepGroup = false>
 struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
