@@ -483,11 +483,16 @@ Status encode_operand_map(CUtensorMap* map, DataType element, const void* data, 
   return Status::success();
 }
 
+// Whether the call's D is one the TMA-store epilogues write: 16-bit, n-major, without C (TMA stores do not
+// read it).
+bool tma_stores_write(const GemmArguments& args) {
+  return !args.has_c && args.d_major == Major::n && args.d_type != DataType::f32;
+}
+
 // The K up to which the call's groups write D through the TMA-store epilogue's boxes (tma_store_max_k), or
-// -1 where the call's D is not one they write: C (TMA stores do not read it), f32 or m-major D.
+// -1 where the call's D is not one they write.
 std::int64_t output_map_max_k(const GemmArguments& args, const KernelChoice& kernel) {
-  if (args.has_c || args.d_major != Major::n || args.d_type == DataType::f32) return -1;
-  return tma_store_max_k(kernel.swapped, kernel.decode, kernel.scales);
+  return tma_stores_write(args) ? tma_store_max_k(kernel.swapped, kernel.decode, kernel.scales) : -1;
 }
 
 // A map of 16-bit n-major D for the TMA-store epilogues: (N, rows, batches), 128-byte swizzled, boxes of 64
@@ -508,14 +513,14 @@ bool encode_output_box_map(CUtensorMap* map, void* d, std::int64_t n, std::int64
 // The output map of the TMA-store epilogues for the MoE forms (KernelParams::d_map): D as (N, rows, batches)
 // in boxes of 64 rows (the FP8 and decoding kernels' tiles, epilogue.cuh's tma_store_warpgroup_tile) or of
 // the tile's tokens (the register-operand kernel's staged-token tiles 256 weights wide, store_transposed_slab).
-// False where neither applies (output_map_max_k) or TMA cannot address D (alignment, stride limits); the
-// other epilogues then write every tile.
+// False where neither applies (tma_stores_write, tma_store_max_k) or TMA cannot address D (alignment, stride
+// limits); the other epilogues then write every tile.
 bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const KernelChoice& kernel,
                        const core::ResolvedGroup& whole) {
+  if (!tma_stores_write(args)) return false;
   const bool transposed_slabs = kernel.swapped && reads_staged_tokens(kernel) && transposed_slab_stores(kernel.block_n);
-  const bool boxes = args.moe.k <= output_map_max_k(args, kernel);
-  if (!(transposed_slabs || boxes) || args.has_c || args.d_major != Major::n || args.d_type == DataType::f32)
-    return false;
+  const bool boxes = args.moe.k <= tma_store_max_k(kernel.swapped, kernel.decode, kernel.scales);
+  if (!(transposed_slabs || boxes)) return false;
   const bool masked = args.layout == GroupLayout::masked;
   const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
   const std::int64_t ld_bytes = 2 * whole.d.ld;
@@ -599,16 +604,16 @@ core::TileOrder heavy_tiles_first(DeviceGroup* records, int num_groups, int ctas
   return order;
 }
 
-// Host-resident descriptions (already validated by can_implement): the status, every group's record and,
-// for the pointer-array form, its two maps, built here by group_records.hpp, the prepare kernel's own
-// code, and copied into the workspace in one transfer. The GEMM kernel is then the only work on the
-// device: the prepare kernel's single CTA took 12.8 us of the reference example's 41 us (bench/NOTES.md,
-// version 12b). `prepare` holds the host arrays and the workspace's device addresses of the records and
-// maps. The transfer reads pageable memory, which cudaMemcpyAsync stages before it returns, so the
-// buffer is free for the next call as soon as this one returns: one per thread, grown when a call has
-// more groups than any before, else reused (run() allocates nothing in steady state). Pointer-array groups of
-// different K may be reordered with their heavy tiles first for `ctas` CTAs (core::plan_heavy_first) where
-// the kernel walks that order (heavy_first_walk); *order receives the walk's TileOrder.
+// Host-resident descriptions (already validated by can_implement): the status, every group's record and, for the
+// pointer-array form, its maps (A's, B's, and D's where group_output_map_applies), built here by group_records.hpp,
+// the prepare kernel's own code, and copied into the workspace in one transfer. The GEMM kernel is then the only
+// work on the device: the prepare kernel's single CTA took 12.8 us of the reference example's 41 us
+// (bench/NOTES.md, version 12b). `prepare` holds the host arrays and the workspace's device addresses of the
+// records and maps. The transfer reads pageable memory, which cudaMemcpyAsync stages before it returns, so the
+// buffer is free for the next call as soon as this one returns: one per thread, grown when a call has more groups
+// than any before, else reused (run() allocates nothing in steady state). Pointer-array groups of different K may
+// be reordered with their heavy tiles first for `ctas` CTAs (core::plan_heavy_first) where the kernel walks that
+// order (heavy_first_walk); *order receives the walk's TileOrder.
 Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
                          const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream, int ctas,
                          core::TileOrder* order) {

@@ -127,7 +127,7 @@ struct KernelParams {
   std::int32_t num_groups;
   std::int32_t band;     // N-blocks per band of the tile order (core/tile_scheduler.hpp)
   core::TileOrder tile_order;  // heavy tiles first (core/tile_scheduler.hpp); the plain walk by default
-  bool per_group_maps;   // pointer-array form: each group has its own maps (DeviceGroup::a_map, b_map)
+  bool per_group_maps;   // pointer-array form: each group has its own maps (DeviceGroup::a_map, b_map, d_map)
   DataType d_type;
   bool d_n_major;
   bool has_c;

@@ -1,15 +1,14 @@
-// The prepare kernel: one CTA that turns any description form into the DeviceGroup records the main
-// kernel walks, before the main kernel starts, without the host ever reading device memory. It runs
-// for device-resident descriptions (and for host-resident ones inside a graph capture); otherwise the
-// host builds the same records from the same code (group_records.hpp, cuda_backend.cpp).
+// The prepare kernel: one CTA that turns any description form into the DeviceGroup records the main kernel walks,
+// before the main kernel starts, without the host ever reading device memory. It runs for device-resident
+// descriptions (and for host-resident ones inside a graph capture); otherwise the host builds the same records from
+// the same code (group_records.hpp, cuda_backend.cpp).
 //
-// Pass 1 (each thread a run of consecutive groups): the group's rows (from GroupProblem, offsets or
-// masked_m), the same validity rules the host applies (core/group_checks.hpp) plus TMA's limits, and
-// its tile count. Two block-wide scans then give each group its first tile and, for a blocked-layout
-// SFA of the contiguous form, its first scale row. Pass 2 writes the records and, for the
-// pointer-array form, edits two tensor maps per group (A and B), and a third (D) where
-// group_output_map_applies, from host-encoded templates with tensormap.replace. When any group is invalid, the lowest such group is reported in the status and
-// the main kernel writes nothing.
+// Pass 1 (each thread a run of consecutive groups): the group's rows (from GroupProblem, offsets or masked_m), the
+// same validity rules the host applies (core/group_checks.hpp) plus TMA's limits, and its tile count. Two
+// block-wide scans then give each group its first tile and, for a blocked-layout SFA of the contiguous form, its
+// first scale row. Pass 2 writes the records and, for the pointer-array form, edits two tensor maps per group (A
+// and B), and a third (D) where group_output_map_applies, from host-encoded templates with tensormap.replace. When
+// any group is invalid, the lowest such group is reported in the status and the main kernel writes nothing.
 #include <cuda_runtime.h>
 
 #include <cstdint>
