@@ -139,17 +139,27 @@ struct DecodeMainloop {
                                   PipelineState<kDecodedStages>& decoded, std::int64_t k, float (&acc)[kAcc],
                                   float (&out)[kAcc]) const {
     // Decoded tiles of 64 that hold any of K: every stage's two halves but the last one's second where K
-    // ends in the first. Tile j is the last of its raw stage when it is a second half or the tile's last.
-    const int tiles = static_cast<int>(core::ceil_div(k, static_cast<std::int64_t>(kDecodedK)));
-    const auto ends_stage = [tiles](int j) { return j % 2 == 1 || j == tiles - 1; };
+    // ends in its first half (a one-tile stage, whose tile the loop below leaves to the lines after it).
+    const int k_blocks = static_cast<int>(core::ceil_div(k, static_cast<std::int64_t>(kBlockK)));
+    const bool one_tile_last = k - static_cast<std::int64_t>(k_blocks - 1) * kBlockK <= kDecodedK;
+    const int tiles = 2 * k_blocks - (one_tile_last ? 1 : 0);
 #pragma unroll
     for (int i = 0; i < kAcc; ++i) out[i] = 0.0f;
-    if (tiles == 0) return;  // K = 0: the producers load nothing for this tile
-    // block128: the scales of the stages, by stage parity: a stage's are read when its last tile is decoded,
-    // which may come before the previous stage's promotion (a last stage of one tile).
-    float sa_top[2] = {0.0f, 0.0f}, sa_bottom[2] = {0.0f, 0.0f};
+    if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
+    float sa_top = 0.0f, sa_bottom = 0.0f;  // block128: the scales of the stage being accumulated
     PipelineState<kDecodedStages> write = decoded, read = decoded;
 
+    // The raw stage's last reads: its scales (block128), then it goes back to the producers.
+    const auto finish_stage = [&] {
+      if constexpr (Traits::kPromote) {
+        sa_top = ss.sfa[raw.index][0][frag_row];
+        sa_bottom = ss.sfa[raw.index][0][frag_row + 8];
+      }
+      __syncwarp();
+      if (release_lane) pipe.consumer_release(raw);
+      raw.advance();
+    };
+    // Decodes tile j; a second half finishes its stage.
     const auto decode_tile = [&](int j) {
       const int kb = j / 2, half = j % 2;
       if (half == 0) pipe.consumer_wait(raw);
@@ -160,40 +170,35 @@ struct DecodeMainloop {
       __syncwarp();
       if (release_lane) ptx::mbarrier_arrive(&ss.decoded_full[write.index]);
       write.advance();
-      if (ends_stage(j)) {
-        if constexpr (Traits::kPromote) {
-          const float top = ss.sfa[raw.index][0][frag_row], bottom = ss.sfa[raw.index][0][frag_row + 8];
-          // Selects rather than an index, which would put the arrays in local memory.
-          sa_top[0] = kb % 2 == 0 ? top : sa_top[0];
-          sa_top[1] = kb % 2 == 1 ? top : sa_top[1];
-          sa_bottom[0] = kb % 2 == 0 ? bottom : sa_bottom[0];
-          sa_bottom[1] = kb % 2 == 1 ? bottom : sa_bottom[1];
-        }
-        // Decoded, and its scales read: the raw stage goes back to the producers.
-        __syncwarp();
-        if (release_lane) pipe.consumer_release(raw);
-        raw.advance();
-      }
+      if (half == 1) finish_stage();
     };
-
-    decode_tile(0);
-    for (int j = 0; j < tiles; ++j) {
+    // The wgmma of tile j, and once they are done the tile back to the decoders and (block128, at a stage's
+    // last tile) the products added into out times the stage's scales; tile j + 1 decoded meanwhile.
+    const auto multiply_tile = [&](int j, bool decode_next, bool ends_stage) {
       ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
       issue_mma(ss, read.index, Traits::kPromote ? acc : out, Traits::kPromote ? j % 2 == 0 : j == 0);
-      if (j + 1 < tiles) decode_tile(j + 1);
+      if (decode_next) decode_tile(j + 1);
       ptx::wgmma_wait<0>();
       ptx::fence_accumulators(Traits::kPromote ? acc : out);
       __syncwarp();
       if (release_lane) ptx::mbarrier_arrive(&ss.decoded_empty[read.index]);
       read.advance();
       if constexpr (Traits::kPromote) {
-        if (ends_stage(j)) {
-          const bool odd = (j / 2) % 2 == 1;
-          const float top = odd ? sa_top[1] : sa_top[0], bottom = odd ? sa_bottom[1] : sa_bottom[0];
+        if (ends_stage) {
 #pragma unroll
-          for (int i = 0; i < kAcc; ++i) out[i] = fmaf(acc[i], (i & 2) ? bottom : top, out[i]);
+          for (int i = 0; i < kAcc; ++i) out[i] = fmaf(acc[i], (i & 2) ? sa_bottom : sa_top, out[i]);
         }
       }
+    };
+
+    decode_tile(0);
+    const int paired_tiles = 2 * (tiles / 2);
+    for (int j = 0; j < paired_tiles; ++j) multiply_tile(j, j + 1 < tiles, j % 2 == 1);
+    // A one-tile last stage: decoded in the loop's last step (or above), finished only now, after the
+    // promotion of the stage before it, whose scales sa_top and sa_bottom held.
+    if (one_tile_last) {
+      finish_stage();
+      multiply_tile(tiles - 1, false, true);
     }
     decoded = read;
   }
