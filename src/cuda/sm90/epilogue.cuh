@@ -316,9 +316,9 @@ __device__ __forceinline__ void tma_store_warpgroup_tile(const KernelParams& p, 
                           static_cast<std::int32_t>(col0) + kEpilogueBoxColumns * (round * Traits::kEpilogueBoxes + b),
                           o.map_row0 + static_cast<std::int32_t>(row0), o.map_batch, boxes + b * kEpilogueBoxBytes);
     }
-    // Every thread commits (the others' groups are empty): a commit inside the branch made ptxas move the
-    // decoding kernel's mainloop arithmetic out of the uniform registers (+23 instructions per decoded tile,
-    // -6% on its prefill; bench/NOTES.md version 39).
+    // Every thread commits (the others' groups are empty, as PTX allows): a commit inside the branch made ptxas
+    // move the decoding kernel's mainloop arithmetic out of the uniform registers (+23 instructions per decoded
+    // tile in version 35, which measured -6% on fp8-block128 x nvfp4's prefill; bench/NOTES.md version 39).
     ptx::bulk_commit_group();
   }
 }
