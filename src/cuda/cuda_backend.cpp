@@ -525,9 +525,7 @@ bool encode_output_map(CUtensorMap* map, const GemmArguments& args, const Kernel
   const std::int64_t rows = std::max<std::int64_t>(args.moe.rows, 1);
   const std::int64_t ld_bytes = 2 * whole.d.ld;
   const std::int64_t batch_bytes = masked ? 2 * whole.d.batch_stride : ld_bytes * rows;
-  if (args.moe.d == nullptr || reinterpret_cast<std::uintptr_t>(args.moe.d) % 16 != 0 || ld_bytes % 16 != 0 ||
-      batch_bytes % 16 != 0 || ld_bytes >= kTmaMaxStrideBytes || batch_bytes >= kTmaMaxStrideBytes || args.moe.n < 1)
-    return false;
+  if (!tma_addressable(args.moe.d, ld_bytes, batch_bytes) || args.moe.n < 1) return false;
   return encode_output_box_map(map, args.moe.d, args.moe.n, rows, masked ? std::max(args.moe.num_groups, 1) : 1,
                                ld_bytes, batch_bytes, transposed_slabs ? kernel.block_m : 64);
 }
@@ -619,11 +617,13 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
                          core::TileOrder* order) {
   const std::size_t groups = static_cast<std::size_t>(prepare.num_groups);
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
-  // Pointer-array form: through the D maps where any group has one (they follow A's and B's).
+  // Pointer-array form: room for the D maps where the call's D may take them (they follow A's and B's); the copy
+  // ends after the last group's map that was made (copied_end), or after B's maps where none was.
   const bool d_maps = pointer_array && prepare.output_map_max_k >= 0;
   const std::size_t bytes = d_maps          ? layout.d_maps + groups * sizeof(CUtensorMap)
                             : pointer_array ? layout.maps + 2 * groups * sizeof(CUtensorMap)
                                             : layout.groups + groups * sizeof(DeviceGroup);
+  std::size_t copied_end = d_maps ? layout.maps + 2 * groups * sizeof(CUtensorMap) : bytes;
   // Storage typed as tensor maps, so that it has their 64-byte alignment; zeroed on every call (the
   // records' padding and the unused maps of empty groups are copied too).
   thread_local std::vector<CUtensorMap> storage;
@@ -648,6 +648,7 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
           return Status::error(s.code, g, "b", "its tensor map: " + s.message);
         if (records[g].d_map != nullptr) {
           if (Status s = encode_group_output_map(&output_maps[g], rg); !s.ok()) return Status::error(s.code, g, "d", s.message);
+          copied_end = layout.d_maps + (static_cast<std::size_t>(g) + 1) * sizeof(CUtensorMap);
         }
         return Status::success();
       });
@@ -658,7 +659,7 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
   status.failed_group = kNoFailure;
   status.spec = prepare.spec;
   std::memcpy(staged + layout.status, &status, sizeof status);
-  const cudaError_t e = cudaMemcpyAsync(workspace, staged, bytes, cudaMemcpyHostToDevice, stream);
+  const cudaError_t e = cudaMemcpyAsync(workspace, staged, copied_end, cudaMemcpyHostToDevice, stream);
   if (e != cudaSuccess) return cuda_failure(e, "copying the group records to the workspace");
   return Status::success();
 }
@@ -832,9 +833,7 @@ bool scale_codes_by_tma_applies(const GemmArguments& args, const KernelChoice& k
       (args.b_type.scale != DataType::ue4m3 && args.b_type.scale != DataType::ue8m0))
     return false;
   const core::ResolvedGroup whole = core::resolve_moe_whole(core::make_call_spec(args), args.moe);
-  const auto tma_stride = [](std::int64_t bytes) { return bytes % 16 == 0 && bytes < kTmaMaxStrideBytes; };
-  return args.moe.sfb != nullptr && reinterpret_cast<std::uintptr_t>(args.moe.sfb) % 16 == 0 && tma_stride(whole.sfb.ld) &&
-         tma_stride(whole.sfb.batch_stride);
+  return tma_addressable(args.moe.sfb, whole.sfb.ld, whole.sfb.batch_stride);  // one-byte codes
 }
 
 // The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path): the

@@ -83,9 +83,7 @@ BSGEMM_HD inline std::int64_t map_batch_stride_d(const core::ResolvedGroup& rg) 
 // through the register or staged epilogues.
 BSGEMM_HD inline bool group_output_map_applies(const PrepareParams& p, const core::ResolvedGroup& rg) {
   if (rg.k > p.output_map_max_k || rg.m < 1 || rg.n < 1 || (2 * rg.n) % 16 != 0) return false;
-  const std::int64_t ld_bytes = 2 * rg.d.ld, batch_bytes = 2 * map_batch_stride_d(rg);
-  return reinterpret_cast<std::uintptr_t>(rg.d.data) % 16 == 0 && ld_bytes % 16 == 0 && batch_bytes % 16 == 0 &&
-         ld_bytes < kTmaMaxStrideBytes && batch_bytes < kTmaMaxStrideBytes;
+  return tma_addressable(rg.d.data, 2 * rg.d.ld, 2 * map_batch_stride_d(rg));
 }
 
 // The record of valid group g: its tiles are [tile_begin, tile_begin + tiles) of the whole sequence;

@@ -121,13 +121,14 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
       const GroupRows rows = g == first ? first_rows : group_rows(p, g);
       const std::int64_t tiles = p.out_groups[g].tile_begin;
       core::ResolvedGroup rg;
-      p.out_groups[g] = make_device_group(p, g, rows, tile_begin, tiles, padded_row, &rg);
+      const DeviceGroup record = make_device_group(p, g, rows, tile_begin, tiles, padded_row, &rg);
+      p.out_groups[g] = record;
       if (p.spec.layout == GroupLayout::pointer_array && tiles > 0) {
         write_group_map(p.out_maps + 2 * g, p.a_template, p.spec.a_type.element, rg.a.data, rg.k, rg.m, rg.l, rg.a.ld,
                         map_batch_stride_a(rg));
         write_group_map(p.out_maps + 2 * g + 1, p.b_template, p.spec.b_type.element, rg.b.data, rg.k, rg.n, rg.l, rg.b.ld,
                         map_batch_stride_b(rg));
-        if (p.out_groups[g].d_map != nullptr) write_output_map(p.out_d_maps + g, p.d_template, rg);
+        if (record.d_map != nullptr) write_output_map(p.out_d_maps + g, p.d_template, rg);
       }
       tile_begin += tiles;
       padded_row += group_scale_block_rows(rows);

@@ -12,6 +12,15 @@ namespace bsgemm::cuda {
 
 inline constexpr std::int64_t kTmaMaxStrideBytes = std::int64_t{1} << 40;
 
+// Whether a tensor map can address a tensor at `base` whose outer strides are these byte counts: a non-null
+// 16-byte aligned base, strides that are multiples of 16 bytes and below kTmaMaxStrideBytes
+// (cuTensorMapEncodeTiled's rules). Where it cannot, the kernels take their paths without that map.
+BSGEMM_HD inline bool tma_stride_addressable(std::int64_t bytes) { return bytes % 16 == 0 && bytes < kTmaMaxStrideBytes; }
+BSGEMM_HD inline bool tma_addressable(const void* base, std::int64_t ld_bytes, std::int64_t batch_bytes) {
+  return base != nullptr && reinterpret_cast<std::uintptr_t>(base) % 16 == 0 && tma_stride_addressable(ld_bytes) &&
+         tma_stride_addressable(batch_bytes);
+}
+
 BSGEMM_HD inline core::GroupCheck check_tma_stride(core::Field field, DataType type, std::int64_t stride) {
   if (bytes_for(type, stride) >= kTmaMaxStrideBytes)
     return core::fail(field, core::Violation::too_large, stride, kTmaMaxStrideBytes / bytes_for(type, 1) - 1);
