@@ -166,4 +166,95 @@ inline TileOrder plan_heavy_first(const std::vector<std::int64_t>& tiles, const 
   return TileOrder{heavy_tiles, heavy_tiles + rounds * (ctas - heavy_tiles)};
 }
 
+// The last round's tiles split over K across the CTAs ("stream-K"). A persistent walk of whole tiles takes as
+// long as its fullest CTA: ceil(total / ctas) rounds, however few tiles the last one has (the register-operand
+// kernel measured 0.250 ms for 448 tiles of 64 x 256 on 132 SMs and 0.257 for 528, 0.310 for 544; bench/NOTES.md
+// session 22). Where the last round is at most half full, the walk takes the full rounds' tiles whole,
+// round-robin as before, and deals the last round's k-blocks (its tiles, all k_blocks deep, one after another)
+// out to split_ctas CTAs in shares that differ by at most one k-block and are at least kStreamKMinBlocks deep.
+// A share may begin inside a tile and end inside the next: the CTA whose share holds a tile's first k-block owns
+// the tile (adds the other shares' fp32 partials and stores it); a CTA's other part of a tile, its share's
+// first, is a partial for the owner. Every CTA thus holds at most one partial, and makes it first: the owner,
+// which reaches its tile's end later, does not wait on a CTA that waits on it.
+inline constexpr std::int32_t kStreamKMinBlocks = 4;
+
+struct StreamKSplit {
+  std::int64_t whole_tiles = 0;    // tiles [0, whole_tiles) walked whole
+  std::uint32_t split_blocks = 0;  // the k-blocks of tiles [whole_tiles, total)
+  std::uint32_t split_ctas = 0;    // the CTAs [0, split_ctas) that share them (0: no split)
+  std::int32_t k_blocks = 0;       // every tile's
+};
+
+// The split of `total` tiles of k_blocks k-blocks each for `ctas` CTAs (no split: whole_tiles = total). 32-bit
+// arithmetic throughout (a 64-bit division is a subroutine call on the GPU, whose saved registers the
+// register-operand kernel's roles cannot spare): calls of more than 2^31 tiles, or splits of 2^32 k-blocks or
+// more, walk whole tiles.
+BSGEMM_HD constexpr StreamKSplit plan_stream_k(std::int64_t total, std::int64_t ctas, std::int32_t k_blocks) {
+  StreamKSplit s;
+  s.whole_tiles = total;
+  s.k_blocks = k_blocks;
+  if (total <= 0 || total > 0x7FFFFFFFll || ctas <= 0 || ctas > 0xFFFFll || k_blocks < 2 * kStreamKMinBlocks) return s;
+  const std::uint32_t tiles = static_cast<std::uint32_t>(total), grid = static_cast<std::uint32_t>(ctas);
+  const std::uint32_t last = tiles - (tiles - 1) / grid * grid;  // the last round's tiles, 1 .. ctas
+  // Fuller last rounds stay whole: the split walk's kernel is 2-5% slower where nothing splits, and it measured
+  // no faster at 64-91% full last rounds, 5-9% faster at 12-39% (bench/NOTES.md session 23).
+  if (2ull * last > grid || static_cast<std::uint64_t>(last) * static_cast<std::uint32_t>(k_blocks) > 0xFFFFFFFFull) return s;
+  s.whole_tiles = total - last;
+  s.split_blocks = last * static_cast<std::uint32_t>(k_blocks);
+  const std::uint32_t most = s.split_blocks / static_cast<std::uint32_t>(kStreamKMinBlocks);
+  s.split_ctas = most < grid ? (most > 0 ? most : 1u) : grid;
+  return s;
+}
+
+// The first k-block (counted over the split tiles) of CTA cta's share, cta in [0, split_ctas]; the share ends
+// where CTA cta + 1's begins.
+BSGEMM_HD constexpr std::uint32_t stream_k_share_begin(const StreamKSplit& s, std::uint32_t cta) {
+  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
+  return cta * q + (cta < r ? cta : r);
+}
+
+// A piece of the walk: k-blocks [kb_begin, kb_end) of tile `tile`.
+struct WorkUnit {
+  std::int64_t tile = 0;
+  std::int32_t kb_begin = 0, kb_end = 0;
+};
+
+// Unit `step` (0, 1, ...) of CTA cta's walk among `ctas`: its whole tiles cta, cta + ctas, ... below
+// whole_tiles, then its share of the split, one unit per tile it touches; false past the last. Computed from
+// the step alone, so that a walk keeps one counter (the register-operand kernel's consumers hold it across
+// their mainloop and epilogue, at 96 registers).
+BSGEMM_HD constexpr bool stream_k_unit(const StreamKSplit& s, std::uint32_t cta, std::uint32_t ctas, std::uint32_t step,
+                                       WorkUnit* u) {
+  const std::int64_t tile = cta + static_cast<std::int64_t>(step) * ctas;
+  if (tile < s.whole_tiles) {
+    u->tile = tile;
+    u->kb_begin = 0;
+    u->kb_end = s.k_blocks;
+    return true;
+  }
+  if (cta >= s.split_ctas) return false;
+  // With a split, whole_tiles is a multiple of ctas below 2^31.
+  const std::uint32_t j = step - static_cast<std::uint32_t>(s.whole_tiles) / ctas;  // the unit's index in the share
+  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
+  const std::uint32_t begin = cta * q + (cta < r ? cta : r), end = begin + q + (cta < r ? 1u : 0u);
+  const std::uint32_t blocks = static_cast<std::uint32_t>(s.k_blocks);
+  const std::uint32_t t = begin / blocks + j;  // the unit's tile among the split ones
+  const std::uint32_t first = t * blocks;
+  const std::uint32_t unit_begin = j == 0 ? begin : first;
+  if (unit_begin >= end) return false;
+  u->tile = s.whole_tiles + t;
+  u->kb_begin = static_cast<std::int32_t>(unit_begin - first);
+  u->kb_end = static_cast<std::int32_t>((end < first + blocks ? end : first + blocks) - first);
+  return true;
+}
+
+// The CTAs whose partials the owner (CTA owner) of split tile `tile` adds: [owner + 1, the returned CTA).
+BSGEMM_HD constexpr std::uint32_t stream_k_contributors_end(const StreamKSplit& s, std::uint32_t owner, std::int64_t tile) {
+  const std::uint32_t tile_end = static_cast<std::uint32_t>(tile - s.whole_tiles + 1) * static_cast<std::uint32_t>(s.k_blocks);
+  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
+  std::uint32_t c = owner + 1;
+  while (c < s.split_ctas && c * q + (c < r ? c : r) < tile_end) ++c;
+  return c;
+}
+
 }  // namespace bsgemm::core

@@ -118,17 +118,23 @@ bool tokens_stageable(const GemmArguments& a) {
   return pass_bytes <= weight_bytes / 8;
 }
 
+int sm_count();
+
 // The workspace's staged tokens (after workspace_layout's part): A as rows x weights_order_ld(K) bf16 per
-// batch (one batch contiguous, num_groups masked).
+// batch (one batch contiguous, num_groups masked), then the register-operand kernel's stream-K partials and
+// their flags, one each per multiprocessor (KernelParams::partials).
 struct StagedTokens {
-  std::size_t a = 0, end = 0;  // byte offsets into the workspace
-  std::int64_t ld = 0;         // elements per staged row
+  std::size_t a = 0, partials = 0, flags = 0, end = 0;  // byte offsets into the workspace
+  std::int64_t ld = 0;                                  // elements per staged row
 };
 StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   StagedTokens t;
   t.ld = weights_order_ld(args.moe.k);
   t.a = align256(base);
-  t.end = t.a + static_cast<std::size_t>(staged_a_rows(args)) * static_cast<std::size_t>(t.ld) * 2;
+  const std::size_t sms = static_cast<std::size_t>(std::max(sm_count(), 1));
+  t.partials = align256(t.a + static_cast<std::size_t>(staged_a_rows(args)) * static_cast<std::size_t>(t.ld) * 2);
+  t.flags = align256(t.partials + sms * kStreamKPartialFloats * sizeof(float));
+  t.end = t.partials + stream_k_workspace(sm_count());
   return t;
 }
 
@@ -611,10 +617,10 @@ core::TileOrder heavy_tiles_first(DeviceGroup* records, int num_groups, int ctas
 // buffer is free for the next call as soon as this one returns: one per thread, grown when a call has more groups
 // than any before, else reused (run() allocates nothing in steady state). Pointer-array groups of different K may
 // be reordered with their heavy tiles first for `ctas` CTAs (core::plan_heavy_first) where the kernel walks that
-// order (heavy_first_walk); *order receives the walk's TileOrder.
+// order (heavy_first_walk); *order receives the walk's TileOrder, *total_tiles the tiles of all groups.
 Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kernel, int b_box_rows,
                          const WorkspaceLayout& layout, std::uint8_t* workspace, cudaStream_t stream, int ctas,
-                         core::TileOrder* order) {
+                         core::TileOrder* order, std::int64_t* total_tiles) {
   const std::size_t groups = static_cast<std::size_t>(prepare.num_groups);
   const bool pointer_array = prepare.spec.layout == GroupLayout::pointer_array;
   // Pointer-array form: room for the D maps where the call's D may take them (they follow A's and B's); the copy
@@ -658,6 +664,7 @@ Status copy_host_records(const PrepareParams& prepare, const KernelChoice& kerne
                : core::TileOrder{};
   status.failed_group = kNoFailure;
   status.spec = prepare.spec;
+  *total_tiles = status.total_tiles;
   std::memcpy(staged + layout.status, &status, sizeof status);
   const cudaError_t e = cudaMemcpyAsync(workspace, staged, copied_end, cudaMemcpyHostToDevice, stream);
   if (e != cudaSuccess) return cuda_failure(e, "copying the group records to the workspace");
@@ -836,6 +843,17 @@ bool scale_codes_by_tma_applies(const GemmArguments& args, const KernelChoice& k
   return tma_addressable(args.moe.sfb, whole.sfb.ld, whole.sfb.batch_stride);  // one-byte codes
 }
 
+// The split of the last round over K (core::plan_stream_k) of a call of total_tiles tiles, the kernel's own: the
+// register-operand kernel's staged-token tiles 256 weights wide in the MoE forms (one K), whose workspace holds the
+// partials (staged_tokens); no split (split_ctas 0) for the others. The launch takes the stream-K instantiation
+// (KernelChoice::stream_k) where this splits, which needs the tile count on the host: host-resident descriptions.
+core::StreamKSplit stream_k_split(const GemmArguments& args, const Plan& plan, std::int64_t total_tiles) {
+  const KernelChoice& k = plan.kernel;
+  if (!k.swapped || !reads_staged_tokens(k) || k.block_n != 256 || args.layout == GroupLayout::pointer_array)
+    return core::StreamKSplit{total_tiles, 0, 0, 0};
+  return core::plan_stream_k(total_tiles, plan.grid, static_cast<std::int32_t>(core::ceil_div(args.moe.k, kBlockK)));
+}
+
 // The plan of a call with `workspace_bytes` of workspace (options resolved by resolve_path): the
 // register-operand kernel reads staged tokens where they pay and the workspace holds them.
 Plan plan_with_workspace(const GemmArguments& args, const RunOptions& options, std::size_t workspace_bytes) {
@@ -1002,6 +1020,10 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       StageOperand a = stage_a(ws + tokens.a, tokens.ld);
       a.weights_order = true;
       if (plan.kernel.a_scales == ScaleGranularity::block128) a.scales = nullptr;  // applied by the kernel
+      // Where the launch below takes the stream-K instantiation: its partials, and their flags, which the
+      // pass zeroes.
+      kernel.partials = reinterpret_cast<float*>(ws + tokens.partials);
+      kernel.partial_flags = reinterpret_cast<std::int32_t*>(ws + tokens.flags);
       staging[0] = a;
       a_element = DataType::bf16;
       a_data = a.dst;
@@ -1025,10 +1047,18 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   }
 
   cudaError_t e = cudaSuccess;
+  KernelChoice launched = plan.kernel;
   if (host_records) {
-    if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream, plan.grid, &kernel.tile_order);
+    std::int64_t total_tiles = 0;
+    if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream, plan.grid, &kernel.tile_order,
+                                     &total_tiles);
         !s.ok())
       return s;
+    if (stream_k_split(args, plan, total_tiles).split_ctas > 0) {
+      launched.stream_k = kernel.stream_k = true;
+      staging[0].flags_to_zero = kernel.partial_flags;
+      staging[0].flag_count = plan.grid;
+    }
   } else if ((e = launch_prepare_groups(prepare, stream)) != cudaSuccess) {
     return cuda_failure(e, "launching the prepare kernel");
   }
@@ -1042,7 +1072,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
     if (reads_staged_tokens(plan.kernel) &&
         (e = launch_stage_bf16(staging[0], StageOperand{}, sm_count(), stream)) != cudaSuccess)
       return cuda_failure(e, "staging the tokens as bf16");
-    if (!launch_swapped(plan.kernel, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
+    if (!launch_swapped(launched, kernel, plan.grid, stream, &e)) e = cudaErrorInvalidValue;
   } else if (plan.kernel.decode) {
     if (!launch_decode_fp4(plan.kernel, kernel, plan.grid, stream, &e) &&
         !launch_decode_mixed(plan.kernel, kernel, plan.grid, stream, &e))
@@ -1088,7 +1118,7 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& requested
   else if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
   else if (plan.kernel.scales == ScaleGranularity::staged) s += " (staged as bf16 in the workspace, BF16 wgmma)";
   s += " kernel: tile " + std::to_string(plan.kernel.block_m) + "x" + std::to_string(plan.kernel.block_n) + "x" +
-       std::to_string(128) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
+       std::to_string(kBlockK) + " (" + plan.reason + "), " + std::to_string(plan.stages) +
        " stages, 1 TMA warp + " +
        (plan.kernel.scales == ScaleGranularity::staged ? "no scale loaders" : "3 scale-loader warps") +
        " + " + std::to_string(plan.kernel.swapped ? swapped_consumers(plan.kernel) : 2) + " consumer warpgroups, " +
@@ -1096,6 +1126,14 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& requested
        " persistent CTAs, cluster 1x1, descriptions on the " +
        (args.descriptions == MemoryLocation::device ? "device (records made by the prepare kernel)"
                                                     : "host (records made on the host, no prepare kernel)");
+  if (const std::vector<std::int64_t> rows = host_group_rows(args); !rows.empty() && args.layout != GroupLayout::pointer_array) {
+    std::int64_t tiles = 0;
+    for (std::int64_t m : rows) tiles += core::group_tile_count(m, args.moe.n, 1, plan.kernel.block_m, plan.kernel.block_n);
+    const core::StreamKSplit split = stream_k_split(args, plan, tiles);
+    if (split.split_ctas > 0)
+      s += ", stream-K: the last round's " + std::to_string(tiles - split.whole_tiles) + " tiles split over K on " +
+           std::to_string(split.split_ctas) + " CTAs";
+  }
   return s;
 }
 

@@ -19,8 +19,13 @@ using bsgemm::core::first_scheduled_tile;
 using bsgemm::core::group_tile_count;
 using bsgemm::core::next_scheduled_tile;
 using bsgemm::core::plan_heavy_first;
+using bsgemm::core::plan_stream_k;
+using bsgemm::core::stream_k_contributors_end;
+using bsgemm::core::StreamKSplit;
+using bsgemm::core::stream_k_unit;
 using bsgemm::core::tile_coord;
 using bsgemm::core::TileOrder;
+using bsgemm::core::WorkUnit;
 
 TEST(TileScheduler, GroupTileCount) {
   EXPECT_EQ(group_tile_count(0, 4096, 1, 128, 128), 0);
@@ -219,6 +224,105 @@ TEST(TileScheduler, PlanHeavyFirstLeavesBalancedWalksAlone) {
   EXPECT_EQ(order, (std::vector<int>{2, 0, 1}));
   EXPECT_EQ(o.heavy_tiles, 3);
   EXPECT_EQ(o.light_phase_end, 3 + 6 * 129);  // rounds: (16 + 2) / (1 + 2)
+}
+
+// Stream-K: every (tile, k-block) comes out exactly once over all CTAs' walks; whole tiles first, round-robin;
+// a CTA's only unit that starts inside a tile is its share's first (its one partial); each split tile has one
+// owner (the unit at its first k-block), and the owner's contributors are exactly the CTAs holding its other
+// units; the CTAs' k-blocks differ by at most one beyond what whole rounds give.
+TEST(TileScheduler, StreamKCoversEveryKBlockOnce) {
+  std::mt19937 rng(41);
+  int split_trials = 0;
+  for (int trial = 0; trial < 3000; ++trial) {
+    const std::int64_t ctas = 1 + static_cast<std::int64_t>(rng() % 160);
+    const std::int64_t total = static_cast<std::int64_t>(rng() % 700);
+    const std::int32_t k_blocks = 1 + static_cast<std::int32_t>(rng() % 80);
+    const StreamKSplit split = plan_stream_k(total, ctas, k_blocks);
+    if (split.split_ctas > 0) ++split_trials;
+    ASSERT_LE(split.whole_tiles, total);
+    if (split.split_ctas > 0) {
+      ASSERT_EQ(split.whole_tiles % ctas, 0);
+    }
+    std::vector<std::vector<int>> taken(static_cast<std::size_t>(total), std::vector<int>(static_cast<std::size_t>(k_blocks), 0));
+    std::map<std::int64_t, std::int64_t> owner;                 // split tile -> owning CTA
+    std::map<std::int64_t, std::vector<std::int64_t>> holders;  // split tile -> CTAs with a partial of it
+    std::int64_t most = 0, least = -1;
+    for (std::int64_t cta = 0; cta < ctas; ++cta) {
+      WorkUnit u;
+      std::int64_t blocks = 0, previous = -1;
+      int units = 0;
+      for (std::uint32_t step = 0; stream_k_unit(split, static_cast<std::uint32_t>(cta), static_cast<std::uint32_t>(ctas), step, &u);
+           ++step) {
+        ASSERT_GE(u.tile, previous) << "cta " << cta;
+        ASSERT_LT(u.tile, total);
+        ASSERT_LT(u.kb_begin, u.kb_end);
+        ASSERT_LE(u.kb_end, k_blocks);
+        if (u.tile < split.whole_tiles) {
+          ASSERT_EQ(u.tile % ctas, cta);
+          ASSERT_EQ(u.kb_begin, 0);
+          ASSERT_EQ(u.kb_end, k_blocks);
+        } else {
+          if (u.kb_begin > 0) {
+            ASSERT_EQ(units, static_cast<int>(split.whole_tiles / ctas) + (cta < split.whole_tiles % ctas ? 1 : 0))
+                << "a partial that is not the share's first unit, cta " << cta;
+            holders[u.tile].push_back(cta);
+          } else if (u.kb_end < k_blocks) {
+            ASSERT_EQ(owner.count(u.tile), 0u);
+            owner[u.tile] = cta;
+          }
+        }
+        for (int kb = u.kb_begin; kb < u.kb_end; ++kb) ++taken[static_cast<std::size_t>(u.tile)][static_cast<std::size_t>(kb)];
+        blocks += u.kb_end - u.kb_begin;
+        previous = u.tile;
+        ++units;
+      }
+      most = std::max(most, blocks);
+      least = least < 0 ? blocks : std::min(least, blocks);
+    }
+    for (std::int64_t t = 0; t < total; ++t)
+      for (int kb = 0; kb < k_blocks; ++kb)
+        ASSERT_EQ(taken[static_cast<std::size_t>(t)][static_cast<std::size_t>(kb)], 1)
+            << "tile " << t << " k-block " << kb << " of " << total << " x " << k_blocks << ", ctas " << ctas;
+    for (const auto& [tile, ctas_with_partials] : holders) {
+      ASSERT_EQ(owner.count(tile), 1u) << "tile " << tile;
+      const std::int64_t o = owner[tile];
+      std::vector<std::int64_t> expected;
+      const std::int64_t end = stream_k_contributors_end(split, static_cast<std::uint32_t>(o), tile);
+      for (std::int64_t c = o + 1; c < end; ++c) expected.push_back(c);
+      ASSERT_EQ(ctas_with_partials, expected) << "tile " << tile;
+    }
+    for (const auto& [tile, o] : owner) ASSERT_EQ(holders.count(tile), 1u) << "an owner without partials, tile " << tile;
+    if (split.split_ctas > 0) {
+      const std::int64_t share = ceil_div(split.split_blocks, split.split_ctas);
+      ASSERT_LE(most, split.whole_tiles / ctas * k_blocks + share);
+      ASSERT_GE(share, std::min<std::int64_t>(bsgemm::core::kStreamKMinBlocks, split.split_blocks));
+    } else {
+      ASSERT_EQ(split.whole_tiles, total);
+    }
+  }
+  EXPECT_GT(split_trials, 500);
+}
+
+// The register-operand kernel's decode shapes: groups of 16 tiles (64 x 256) on 132 SMs, 56 k-blocks each. 28 groups:
+// three whole rounds, then 52 tiles' 2912 k-blocks in shares of 22 or 23; 32 groups leave 116 tiles to the last
+// round, more than half of it, and walk whole tiles, as 33 groups (a full round) do; 34 split their last 16 tiles.
+// The last round splits up to 66 tiles, half the grid.
+TEST(TileScheduler, StreamKOnTheDecodeShapes) {
+  const StreamKSplit s = plan_stream_k(448, 132, 56);
+  EXPECT_EQ(s.whole_tiles, 396);
+  EXPECT_EQ(s.split_blocks, 2912u);
+  EXPECT_EQ(s.split_ctas, 132u);
+  EXPECT_EQ(bsgemm::core::stream_k_share_begin(s, 1), 23u);
+  EXPECT_EQ(bsgemm::core::stream_k_share_begin(s, 8), 8u * 23);
+  EXPECT_EQ(bsgemm::core::stream_k_share_begin(s, 9), 8u * 23 + 22);
+  EXPECT_EQ(bsgemm::core::stream_k_share_begin(s, 132), 2912u);
+  EXPECT_EQ(plan_stream_k(512, 132, 56).split_ctas, 0u);
+  EXPECT_EQ(plan_stream_k(512, 132, 56).whole_tiles, 512);
+  EXPECT_EQ(plan_stream_k(528, 132, 56).split_ctas, 0u);
+  EXPECT_EQ(plan_stream_k(544, 132, 56).whole_tiles, 528);
+  EXPECT_EQ(plan_stream_k(544, 132, 56).split_ctas, 132u);
+  EXPECT_EQ(plan_stream_k(396 + 66, 132, 56).split_ctas, 132u);
+  EXPECT_EQ(plan_stream_k(396 + 67, 132, 56).split_ctas, 0u);
 }
 
 }  // namespace

@@ -74,20 +74,34 @@ __device__ __forceinline__ TileSource tile_source(const KernelParams& p, const D
   return t;
 }
 
-// The TMA producer's walk: f(tile source, k_block, stage state) for every stage of the CTA's sequence.
+// The TMA producer's walk: f(tile source, k_block, stage state) for every stage of the CTA's sequence (with
+// Traits::kStreamK, the k-blocks of each unit of StreamKTileWalker's walk).
 template <class Traits, int ElementBytes = 1, class F>
 __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F&& f) {
   PipelineState<Traits::kStages> state;
-  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
-  while (walker.next(p, &c, &g)) {
-    const TileSource t =
-        tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
-    for (int kb = 0; kb < t.k_blocks; ++kb) {
-      f(t, kb, state);
-      state.advance();
+  if constexpr (Traits::kStreamK) {
+    StreamKTileWalker walker;
+    core::WorkUnit u;
+    while (walker.next(p, &u, &c, &g)) {
+      const TileSource t =
+          tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
+      for (int kb = u.kb_begin; kb < u.kb_end; ++kb) {
+        f(t, kb, state);
+        state.advance();
+      }
+    }
+  } else {
+    TileWalker<Traits::kHeavyFirstWalk> walker(p);
+    while (walker.next(p, &c, &g)) {
+      const TileSource t =
+          tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
+      for (int kb = 0; kb < t.k_blocks; ++kb) {
+        f(t, kb, state);
+        state.advance();
+      }
     }
   }
 }
@@ -114,32 +128,41 @@ __device__ __forceinline__ void for_each_loader_stage(const KernelParams& p, int
   }
 }
 
-// The decoding kernels' scale loaders walk in chunks: a tile's k-blocks in runs of Chunk (a chunk never
-// spans two tiles), loader `loader` taking every kScaleLoaderWarps-th chunk of the CTA's sequence, so that
-// it can fetch a chunk's scales of a row in one vector load where the layout allows (ScaleRows::load_chunk).
-// on_tile(group, tile) runs before the first chunk this loader takes in a tile, on_chunk(group, tile,
-// first k-block, k-blocks in the chunk (1 .. Chunk), stage state of the first) for each of them.
-template <int Stages, int Chunk, bool HeavyFirst, class OnTile, class OnChunk>
+// The decoding kernels' scale loaders walk in chunks: a tile's k-blocks (StreamK: a unit's) in runs of Chunk (a
+// chunk never spans two tiles or units), loader `loader` taking every kScaleLoaderWarps-th chunk of the CTA's
+// sequence, so that it can fetch a chunk's scales of a row in one vector load where the layout allows
+// (ScaleRows::load_chunk). on_tile(group, tile) runs before the first chunk this loader takes in a tile or unit,
+// on_chunk(group, tile, first k-block of the tile's, k-blocks in the chunk (1 .. Chunk), stage state of the
+// first) for each of them.
+template <int Stages, int Chunk, bool HeavyFirst, bool StreamK = false, class OnTile, class OnChunk>
 __device__ __forceinline__ void for_each_loader_chunk(const KernelParams& p, int loader, OnTile&& on_tile, OnChunk&& on_chunk) {
   // A loader's next stage after a chunk must lie within one turn of the ring (scale_chunk_that_fits).
   static_assert((kScaleLoaderWarps - 1) * Chunk + 1 <= Stages, "a loader would wait on an earlier turn's parity");
-  TileWalker<HeavyFirst> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
-  PipelineState<Stages> tile_state;  // the stage of the current tile's first k-block
-  int next = loader;                 // this loader's next chunk, counted from the current tile's first
-  while (walker.next(p, &c, &g)) {
-    const int k_blocks = static_cast<int>(core::ceil_div(g->k, kBlockK));
+  PipelineState<Stages> unit_state;  // the stage of the current unit's first k-block
+  int next = loader;                 // this loader's next chunk, counted from the current unit's first
+  // k-blocks [kb_begin, kb_end) of tile c of group g: the whole tile, or (StreamK) a unit of StreamKTileWalker's.
+  const auto walk_unit = [&](int kb_begin, int kb_end) {
+    const int k_blocks = kb_end - kb_begin;
     const int chunks = (k_blocks + Chunk - 1) / Chunk;
     if (next < chunks) on_tile(*g, c);
     for (; next < chunks; next += kScaleLoaderWarps) {
-      PipelineState<Stages> first = tile_state;
+      PipelineState<Stages> first = unit_state;
       first.skip(next * Chunk);
       const int left = k_blocks - next * Chunk;
-      on_chunk(*g, c, next * Chunk, left < Chunk ? left : Chunk, first);
+      on_chunk(*g, c, kb_begin + next * Chunk, left < Chunk ? left : Chunk, first);
     }
     next -= chunks;
-    tile_state.skip(k_blocks);
+    unit_state.skip(k_blocks);
+  };
+  if constexpr (StreamK) {
+    StreamKTileWalker walker;
+    core::WorkUnit u;
+    while (walker.next(p, &u, &c, &g)) walk_unit(u.kb_begin, u.kb_end);
+  } else {
+    TileWalker<HeavyFirst> walker(p);
+    while (walker.next(p, &c, &g)) walk_unit(0, static_cast<int>(core::ceil_div(g->k, kBlockK)));
   }
 }
 

@@ -106,7 +106,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
       b.start_tile(p.sfb_type, p.sfb_layout, batch_base(g.sfb, p.sfb_type, g.sfb_batch_stride, c.l), g.sfb_ld,
                    core::ceil_div(g.k, kBlockK / Traits::kStepsB), n0, g.n, lane);
   };
-  for_each_loader_chunk<Traits::kStages, kChunk, Traits::kHeavyFirstWalk>(
+  for_each_loader_chunk<Traits::kStages, kChunk, Traits::kHeavyFirstWalk, Traits::kStreamK>(
       p, loader, on_tile,
       [&](const DeviceGroup&, const core::TileCoord&, int kb0, int stages, PipelineState<Traits::kStages> state) {
         // Global loads first: their latency hides under the wait for the first stage.

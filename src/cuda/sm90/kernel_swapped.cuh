@@ -17,8 +17,26 @@
 #include "src/cuda/sm90/kernel_decode.cuh"
 #include "src/cuda/sm90/kernel_traits_swapped.cuh"
 #include "src/cuda/sm90/mainloop_swapped.cuh"
+#include "src/cuda/sm90/stream_k.cuh"
 
 namespace bsgemm::cuda {
+
+// One tile's output: the accumulators' rows are weights (D's columns), their columns tokens (D's rows).
+template <class Traits>
+__device__ __forceinline__ void store_swapped_tile(const KernelParams& p, typename Traits::SharedStorage& ss,
+                                                   const SwappedMainloop<Traits>& mainloop, const core::TileCoord& c,
+                                                   const DeviceGroup* g, int consumer,
+                                                   const float (&acc)[Traits::kSlabs][Traits::kAccumulators]) {
+  const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+  TileOutput output = tile_output(p, g, c.l);
+  output.alpha *= SwappedMainloop<Traits>::kAccumulatorScale;  // the weights' 2^-kWeightExponent back
+#pragma unroll
+  for (int slab = 0; slab < Traits::kSlabs; ++slab) {
+    const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);
+    store_transposed_slab<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
+                                  epilogue_barrier(consumer));
+  }
+}
 
 template <class Traits>
 __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename Traits::SharedStorage& ss,
@@ -26,31 +44,49 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   const SwappedMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
-  TileWalker<Traits::kHeavyFirstWalk> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kSlabs][Traits::kAccumulators];
-  while (walker.next(p, &c, &g)) {
-    const std::int64_t k = read_only(g->k);
-    const int k_blocks = static_cast<int>(core::ceil_div(k, kBlockK));
+  // k-blocks [kb_begin, kb_begin + k_blocks) of the current tile into acc.
+  const auto accumulate = [&](int kb_begin, int k_blocks, std::int64_t k) {
     if constexpr (Traits::kScaleCodesByTma) {
       // Uniform across the grid: one of the two loops for every tile.
-      if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, k_blocks, acc);
-      else mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, k_blocks, acc);
+      if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
+      else mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else if constexpr (Traits::kTokensStaged) {
-      mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, k_blocks, acc);
+      mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else {
       mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
     }
-    // The accumulators' rows are weights (D's columns), their columns tokens (D's rows).
-    const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
-    TileOutput output = tile_output(p, g, c.l);
-    output.alpha *= SwappedMainloop<Traits>::kAccumulatorScale;  // the weights' 2^-kWeightExponent back
-#pragma unroll
-    for (int slab = 0; slab < Traits::kSlabs; ++slab) {
-      const std::int64_t weight0 = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + mainloop.slab_row0(slab);
-      store_transposed_slab<Traits>(p, output, weight0, token0, acc[slab], &ss.epilogue[consumer][0][0],
-                                    epilogue_barrier(consumer));
+  };
+  if constexpr (Traits::kStreamK) {
+    // The units of StreamKTileWalker's walk: a unit that does not start at its tile's first k-block is a
+    // partial for the tile's owner; the owner of a tile it does not finish adds the partials (of CTAs
+    // [blockIdx.x + 1, contributors_end), decided before the mainloop) before storing the tile.
+    StreamKTileWalker walker;
+    core::WorkUnit u;
+    for (;;) {
+      const core::StreamKSplit split = StreamKTileWalker::split_of(p);
+      if (!walker.next(p, split, &u, &c, &g)) break;
+      const bool partial = u.kb_begin > 0;
+      const std::int32_t contributors_end =
+          !partial && u.kb_end < split.k_blocks
+              ? static_cast<std::int32_t>(core::stream_k_contributors_end(split, blockIdx.x, u.tile))
+              : static_cast<std::int32_t>(blockIdx.x) + 1;
+      accumulate(u.kb_begin, u.kb_end - u.kb_begin, 0);
+      if (partial) {
+        StreamKPartials<Traits>::publish(p, consumer, acc);
+        continue;
+      }
+      StreamKPartials<Traits>::add(p, contributors_end, consumer, acc);
+      store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
+    }
+  } else {
+    TileWalker<Traits::kHeavyFirstWalk> walker(p);
+    while (walker.next(p, &c, &g)) {
+      const std::int64_t k = read_only(g->k);
+      accumulate(0, static_cast<int>(core::ceil_div(k, kBlockK)), k);
+      store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
     }
   }
   finish_warpgroup_stores<Traits>(p);
@@ -69,26 +105,27 @@ __global__ void __launch_bounds__(Traits::kThreads, 1) grouped_swapped_kernel(co
 // The instantiations of one operand combination, by tile (tokens x weights: 32 x 256, 64 x 256, 32 x 384).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales>
 struct SwappedCombination {
-  template <int Tokens, int Slabs, int Consumers>
-  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs, Consumers>;
+  template <int Tokens, int Slabs, int Consumers, bool StreamK = false>
+  using Traits = SwappedKernelTraits<APacked, AScales, BScales, Tokens, Slabs, Consumers, StreamK>;
   // Staged tokens leave the consumers the weights' decode alone: four warpgroups of one slab (three of two
   // for the 384-weight tile), twice the warps per scheduler to hide its latency.
   static constexpr bool kStaged = AScales == ScaleGranularity::staged || AScales == ScaleGranularity::block128;
 
-  // f(traits) with the instantiation of tile block_m x block_n (a value of its traits type); false when
-  // there is none.
+  // f(traits) with the instantiation of tile block_m x block_n (a value of its traits type), the stream-K one
+  // where stream_k (KernelChoice::stream_k: staged-token tiles 256 weights wide); false when there is none.
   template <class F>
-  static bool with_tile(int block_m, int block_n, F&& f) {
+  static bool with_tile(int block_m, int block_n, bool stream_k, F&& f) {
     if constexpr (kStaged) {
-      if (block_m == 16 && block_n == 256) return f(Traits<16, 1, 4>{}), true;
-      if (block_m == 32 && block_n == 256) return f(Traits<32, 1, 4>{}), true;
+      const auto wide = [&](auto whole, auto split) { return stream_k ? f(split) : f(whole), true; };
+      if (block_m == 16 && block_n == 256) return wide(Traits<16, 1, 4>{}, Traits<16, 1, 4, true>{});
+      if (block_m == 32 && block_n == 256) return wide(Traits<32, 1, 4>{}, Traits<32, 1, 4, true>{});
       // fp8-block128 tokens hold a second set of accumulators (one stage's products): 64 x 256 fits only on
       // two warpgroups of two slabs (168 registers a thread) with half-slice fragments (mainloop_swapped.cuh);
       // 32 x 384 would spill.
       if constexpr (AScales == ScaleGranularity::block128) {
-        if (block_m == 64 && block_n == 256) return f(Traits<64, 2, 2>{}), true;
+        if (block_m == 64 && block_n == 256) return wide(Traits<64, 2, 2>{}, Traits<64, 2, 2, true>{});
       } else {
-        if (block_m == 64 && block_n == 256) return f(Traits<64, 1, 4>{}), true;
+        if (block_m == 64 && block_n == 256) return wide(Traits<64, 1, 4>{}, Traits<64, 1, 4, true>{});
         if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
       }
     } else {
@@ -100,7 +137,7 @@ struct SwappedCombination {
   }
   static cudaError_t launch(const KernelChoice& choice, const KernelParams& params, int grid, cudaStream_t stream) {
     cudaError_t e = cudaErrorInvalidValue;
-    with_tile(choice.block_m, choice.block_n, [&](auto traits) {
+    with_tile(choice.block_m, choice.block_n, choice.stream_k, [&](auto traits) {
       using T = decltype(traits);
       e = launch_persistent<T>(grouped_swapped_kernel<T>, params, grid, stream);
     });
@@ -108,12 +145,12 @@ struct SwappedCombination {
   }
   static int consumers(int block_m, int block_n) {
     int consumers = 0;
-    with_tile(block_m, block_n, [&](auto traits) { consumers = decltype(traits)::kConsumers; });
+    with_tile(block_m, block_n, false, [&](auto traits) { consumers = decltype(traits)::kConsumers; });
     return consumers;
   }
   static int stages(int block_m, int block_n) {
     int stages = 0;
-    with_tile(block_m, block_n, [&](auto traits) { stages = decltype(traits)::kStages; });
+    with_tile(block_m, block_n, false, [&](auto traits) { stages = decltype(traits)::kStages; });
     return stages;
   }
   static bool matches(const KernelChoice& c) {

@@ -16,7 +16,6 @@ namespace bsgemm::cuda {
 
 inline constexpr int kThreadsPerWarpgroup = 128;
 inline constexpr int kKernelThreads = 3 * kThreadsPerWarpgroup;
-inline constexpr int kBlockK = 128;               // K per stage: one 128-byte swizzled row of FP8
 inline constexpr int kScaleLoaderWarps = 3;       // warps 1-3 of the producer warpgroup
 // Registers per thread at launch: __launch_bounds__(384, 1) lets ptxas use 65536 / 384 rounded down to
 // a multiple of 8. setmaxnreg then moves registers from the producer warpgroup to the consumers; the
@@ -38,6 +37,7 @@ enum class NamedBarrier : std::uint32_t {
   issue_turn_consumer1 = 4,
   epilogue_consumer2 = 5,  // the register-operand kernel's third and fourth consumers (kernel_traits_swapped.cuh)
   epilogue_consumer3 = 6,
+  stream_k_consumers = 7,  // all consumer warpgroups, around a stream-K partial (stream_k.cuh)
 };
 
 // The named barrier of consumer warpgroup `consumer`'s epilogue.
@@ -57,6 +57,7 @@ template <ptx::Fp8Kind A, ptx::Fp8Kind B, ScaleGranularity Scales, int BlockM, i
 struct Fp8KernelTraits {
   static_assert(BlockM == 64 || BlockM == 128, "consumer warpgroups cover 64 rows each");
   static_assert(!(APacked || BPacked) || Scales == ScaleGranularity::mx32, "FP4 operands come with MX scales here");
+  static constexpr bool kStreamK = false;  // whole tiles only (tile_walker.cuh)
   static constexpr ptx::Fp8Kind kA = A;
   static constexpr ptx::Fp8Kind kB = B;
   static constexpr bool kAPacked = APacked;

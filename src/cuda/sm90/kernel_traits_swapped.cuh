@@ -40,7 +40,9 @@ namespace bsgemm::cuda {
 // Consumers: consumer warpgroups, two, or with staged tokens three or four, whose extra warps hide the
 // latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60);
 // fp8-block128 tokens' 64-token tile takes two (its second set of accumulators: kernel_swapped.cuh).
-template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2>
+// StreamK: the walk splits the last round's tiles over K (below; staged-token tiles 256 weights wide only).
+template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2,
+          bool StreamK = false>
 struct SwappedKernelTraits {
   static_assert(Tokens == 16 || Tokens == 32 || Tokens == 64, "wgmma's N, and the epilogue's columns per pass");
   static_assert((Consumers == 2 && (Slabs == 2 || (Slabs == 3 && Tokens == 32))) || (Consumers == 3 && Slabs == 2 && Tokens == 32) ||
@@ -93,6 +95,14 @@ struct SwappedKernelTraits {
   // weights wide. The 384-weight tile's consumers spilled 172 bytes with the codes' second loop, and
   // fp8-block128 tokens' 32-token tile's 4 (bench/NOTES.md version 23).
   static constexpr bool kScaleCodesByTma = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
+  // Whether the walk splits its last round's tiles over K (KernelParams::stream_k, tile_walker.cuh's
+  // StreamKTileWalker): an instantiation of its own, launched where the host's count of tiles leaves the last
+  // round at most half full (core::plan_stream_k), since its walk costs 2-5% where nothing splits (bench/NOTES.md
+  // session 23). The staged-token tiles 256 weights wide, whose calls all run the staging pass (which zeroes the
+  // partials' flags) and share one K (the MoE forms).
+  static constexpr bool kStreamK = StreamK;
+  static_assert(!kStreamK || (kTokensStaged && kBlockN == 256), "stream-K: staged-token tiles 256 weights wide");
+  static_assert(!kStreamK || Consumers * Slabs * kAccumulators * kThreadsPerWarpgroup <= static_cast<int>(kStreamKPartialFloats));
   // The stage's box of codes: kScaleCodeWindow bytes of each of the tile's weight rows, in the room of the
   // stage's fp32 scales (sfb), which it leaves unused.
   static constexpr std::uint32_t kScaleCodeBoxBytes = kBlockN * kScaleCodeWindow;

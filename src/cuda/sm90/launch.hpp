@@ -25,6 +25,9 @@ struct KernelChoice {
   // The register-operand kernel (kernel_swapped.cuh): decode-sized groups with FP4 weights; block_m is
   // the tokens per tile (32 or 64), block_n the weights (256, or 384 with 32 tokens).
   bool swapped = false;
+  // Its instantiation whose walk splits the last round's tiles over K (kernel_traits_swapped.cuh's kStreamK):
+  // staged-token tiles 256 weights wide, set at launch where core::plan_stream_k splits the host's tile count.
+  bool stream_k = false;
 };
 
 // The tile shapes both kernels are built for (block_m x block_n).
@@ -122,7 +125,17 @@ struct StageOperand {
   // Each 64-deep slice of a row written in the register-operand kernel's K order (core::weights_order_slot),
   // the last slice padded with zeros (dst_ld is then weights_order_ld(k)).
   bool weights_order = false;
+  // Flags the pass zeroes before the GEMM kernel that follows it reads them (KernelParams::partial_flags).
+  std::int32_t* flags_to_zero = nullptr;
+  int flag_count = 0;
 };
+// The workspace a staged-token call keeps for the register-operand kernel's stream-K partials and their flags
+// (KernelParams::partials), with `sms` multiprocessors (at least one): kStreamKPartialFloats fp32 each, a
+// multiple of 256 bytes in all, then a 4-byte flag each.
+inline std::size_t stream_k_workspace(int sms) {
+  const std::size_t n = static_cast<std::size_t>(sms > 0 ? sms : 1);
+  return (n * kStreamKPartialFloats * sizeof(float) + 255) / 256 * 256 + n * sizeof(std::int32_t);
+}
 // Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
 inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
 // ... and a row staged in the weights' K order: whole 64-deep slices.

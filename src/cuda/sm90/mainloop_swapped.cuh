@@ -344,10 +344,11 @@ struct SwappedMainloop {
   // The next stage's first piece is decoded under the last one's wgmma, so a warpgroup holds two raw stages
   // for that long. fp8-block128 tokens (kPromoteTokens): each stage's wgmma start afresh in `partial`, added
   // into acc times its tokens' scales of that stage before the stage is released.
-  // CodesByTma: B's scale codes came with the stages (kernel_traits_swapped.cuh).
+  // CodesByTma: B's scale codes came with the stages (kernel_traits_swapped.cuh). The stages are the tile's
+  // k-blocks [kb_begin, kb_begin + k_blocks) (a stream-K unit's, or the whole tile's from 0).
   template <bool CodesByTma, int Stages>
   __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
-                                         int k_blocks, float (&acc)[kSlabs][kAcc]) const {
+                                         int kb_begin, int k_blocks, float (&acc)[kSlabs][kAcc]) const {
     zero_accumulators(acc);
     if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
     constexpr bool kPromote = Traits::kPromoteTokens;
@@ -370,20 +371,20 @@ struct SwappedMainloop {
     };
 
     pipe.consumer_wait(raw);
-    decode_weights<kWords, CodesByTma>(ss, raw.index, 0, frag[0], scale_window_col(0));
+    decode_weights<kWords, CodesByTma>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
     for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
       for (int piece = 0; piece < kPieces; ++piece) {
         issue(piece, piece == 0 && (kPromote || kb == 0));
         if (piece + 1 < kPieces) {
-          decode_weights<kWords, CodesByTma>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb));
+          decode_weights<kWords, CodesByTma>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb_begin + kb));
         } else {
           next = raw;
           next.advance();
           if (kb + 1 < k_blocks) {
             pipe.consumer_wait(next);
-            decode_weights<kWords, CodesByTma>(ss, next.index, 0, frag[0], scale_window_col(kb + 1));
+            decode_weights<kWords, CodesByTma>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
           }
         }
         retire();

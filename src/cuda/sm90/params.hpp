@@ -108,6 +108,12 @@ constexpr bool heavy_first_walk(bool swapped, bool decode, ScaleGranularity scal
   return !swapped && (decode || (scales == ScaleGranularity::mx32 && !(block_m == 128 && block_n > 128)));
 }
 
+// K per pipeline stage of every kernel: one 128-byte swizzled row of FP8.
+inline constexpr int kBlockK = 128;
+
+// A CTA's stream-K partial: its fp32 accumulators of one tile of at most 64 tokens by 256 weights.
+inline constexpr std::size_t kStreamKPartialFloats = 64 * 256;
+
 // The main kernel's parameters (passed as a __grid_constant__).
 struct KernelParams {
   CUtensorMap a_map;  // MoE forms: the whole A / B tensors; pointer-array form: unused
@@ -122,6 +128,13 @@ struct KernelParams {
   // rows, brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
   CUtensorMap sfb_map;
   bool sfb_by_tma;
+  // The register-operand kernel's staged-token tiles 256 weights wide: the last round's tiles split over K
+  // (core::StreamKSplit) where stream_k is set. A CTA's partial (kStreamKPartialFloats fp32 at partials + its
+  // index times that) is ready for the tile's owner when its flag (partial_flags[its index], zeroed by the
+  // staging pass before every call) is 1.
+  bool stream_k;
+  float* partials;
+  std::int32_t* partial_flags;
   const DeviceGroup* groups;
   const DeviceStatus* status;
   std::int32_t num_groups;

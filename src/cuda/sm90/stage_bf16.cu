@@ -257,6 +257,12 @@ __device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int c
   }
 }
 
+// The stream-K flags of the GEMM kernel that follows (StageOperand::flags_to_zero), by the pass's first CTA.
+__device__ __forceinline__ void zero_flags(const StageOperand& op) {
+  if (blockIdx.x != 0) return;
+  for (int i = static_cast<int>(threadIdx.x); i < op.flag_count; i += kThreads) op.flags_to_zero[i] = 0;
+}
+
 __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int cta, int ctas) {
   if (op.element != DataType::e2m1)
     stage_rows<ChunkPath::fp8>(op, cta, ctas);
@@ -274,6 +280,7 @@ __device__ __forceinline__ void stage_operand_rows(const StageOperand& op, int c
 // end (bench/NOTES.md version 25: -0.5 to -1.7% at G128-M16, nothing at G32-M64).
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const StageOperand a, const StageOperand b, int a_ctas) {
   ptx::launch_dependents();
+  zero_flags(a);
   const int cta = static_cast<int>(blockIdx.x);
   if (cta < a_ctas)
     stage_operand_rows(a, cta, a_ctas);
@@ -287,6 +294,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const 
 template <ChunkPath kPath>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kernel(const StageOperand a) {
   ptx::launch_dependents();
+  zero_flags(a);
   stage_whole_slices<kPath>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 

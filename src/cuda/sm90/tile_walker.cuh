@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "src/core/tile_scheduler.hpp"
+#include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/params.hpp"
 
 namespace bsgemm::cuda {
@@ -86,6 +87,44 @@ struct TileWalker : KeptGroup<KeepGroup> {
                                      band);
     }
     return true;
+  }
+};
+
+// The walk of the kernels whose Traits::kStreamK allows a split of the last round over K: units of k-blocks
+// [kb_begin, kb_end) of a tile (core::stream_k_unit), whole tiles round-robin where KernelParams::stream_k is off.
+// Every group has the same K (the MoE forms), read from group 0. It keeps a unit counter and its group: the split
+// is worked out again from the parameters at each unit (two loads and 32-bit arithmetic), and the group search
+// and tile_coord are TileWalker's plain ones, on the records and band of the parameters.
+struct StreamKTileWalker {
+  std::uint32_t step = 0;
+  std::int32_t group = 0;
+
+  // The split of the kernel's tiles: the same in every role and CTA.
+  __device__ static core::StreamKSplit split_of(const KernelParams& p) {
+    const std::int64_t total = p.status->total_tiles;
+    const std::int32_t k_blocks =
+        p.num_groups > 0 ? static_cast<std::int32_t>(core::ceil_div(read_only(p.groups[0].k), kBlockK)) : 0;
+    if (p.stream_k) return core::plan_stream_k(total, gridDim.x, k_blocks);
+    core::StreamKSplit whole;
+    whole.whole_tiles = total;
+    whole.k_blocks = k_blocks;
+    return whole;
+  }
+
+  // Moves to this CTA's next unit of `split` (split_of's); false when there is none.
+  __device__ bool next(const KernelParams& p, const core::StreamKSplit& split, core::WorkUnit* u, core::TileCoord* coord,
+                       const DeviceGroup** g) {
+    if (!core::stream_k_unit(split, blockIdx.x, gridDim.x, step, u)) return false;
+    ++step;
+    const DeviceGroup* groups = p.groups;
+    group = core::advance_to_group(group, p.num_groups, u->tile, [groups](std::int32_t i) { return read_only(groups[i].tile_end); });
+    *g = &groups[group];
+    *coord = core::tile_coord_wide(u->tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n),
+                                   p.band);
+    return true;
+  }
+  __device__ bool next(const KernelParams& p, core::WorkUnit* u, core::TileCoord* coord, const DeviceGroup** g) {
+    return next(p, split_of(p), u, coord, g);
   }
 };
 
