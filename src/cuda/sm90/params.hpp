@@ -128,10 +128,10 @@ struct KernelParams {
   // rows, brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
   CUtensorMap sfb_map;
   bool sfb_by_tma;
-  // The register-operand kernel's staged-token tiles 256 weights wide: the last round's tiles split over K
-  // (core::StreamKSplit) where stream_k is set. A CTA's partial (kStreamKPartialFloats fp32 at partials + its
-  // index times that) is ready for the tile's owner when its flag (partial_flags[its index], zeroed by the
-  // staging pass before every call) is 1.
+  // The register-operand kernel's stream-K instantiations (KernelChoice::stream_k, launched with stream_k set):
+  // the last round's tiles split over K (core::StreamKSplit). A CTA's partial (kStreamKPartialFloats fp32 at
+  // partials + its index times that) is ready for the tile's owner when its flag (partial_flags[its index],
+  // zeroed by the staging pass before the call) is 1.
   bool stream_k;
   float* partials;
   std::int32_t* partial_flags;

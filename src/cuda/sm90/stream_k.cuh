@@ -2,7 +2,7 @@
 // unit of the tile does not start at its first k-block publishes its accumulators as a partial, and the tile's
 // owner (the unit that starts there) adds every partial of the tile before its epilogue, in CTA order, so that
 // the sum does not depend on timing. A CTA has one partial slot (KernelParams::partials) and one flag
-// (KernelParams::partial_flags, zeroed by the staging pass before every call): each CTA makes at most one
+// (KernelParams::partial_flags, zeroed by the staging pass before every call that splits): each CTA makes at most one
 // partial a call, the first unit of its share, so an owner never waits on a CTA that waits on it.
 #pragma once
 
