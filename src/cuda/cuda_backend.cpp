@@ -131,10 +131,10 @@ StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   StagedTokens t;
   t.ld = weights_order_ld(args.moe.k);
   t.a = align256(base);
-  const std::size_t sms = static_cast<std::size_t>(std::max(sm_count(), 1));
+  const int sms = sm_count();
   t.partials = align256(t.a + static_cast<std::size_t>(staged_a_rows(args)) * static_cast<std::size_t>(t.ld) * 2);
-  t.flags = align256(t.partials + sms * kStreamKPartialFloats * sizeof(float));
-  t.end = t.partials + stream_k_workspace(sm_count());
+  t.flags = t.partials + stream_k_flags_offset(sms);
+  t.end = t.partials + stream_k_workspace(sms);
   return t;
 }
 

@@ -132,9 +132,13 @@ struct StageOperand {
 // The workspace a staged-token call keeps for the register-operand kernel's stream-K partials and their flags
 // (KernelParams::partials), with `sms` multiprocessors (at least one): kStreamKPartialFloats fp32 each, a
 // multiple of 256 bytes in all, then a 4-byte flag each.
-inline std::size_t stream_k_workspace(int sms) {
+// stream_k_flags_offset: where the flags begin, counted from the partials'.
+inline std::size_t stream_k_flags_offset(int sms) {
   const std::size_t n = static_cast<std::size_t>(sms > 0 ? sms : 1);
-  return (n * kStreamKPartialFloats * sizeof(float) + 255) / 256 * 256 + n * sizeof(std::int32_t);
+  return (n * kStreamKPartialFloats * sizeof(float) + 255) / 256 * 256;
+}
+inline std::size_t stream_k_workspace(int sms) {
+  return stream_k_flags_offset(sms) + static_cast<std::size_t>(sms > 0 ? sms : 1) * sizeof(std::int32_t);
 }
 // Elements of K a staged row holds (16-byte aligned rows, as TMA needs).
 inline std::int64_t staged_ld(std::int64_t k) { return round_up(k > 0 ? k : 1, 8); }
