@@ -34,6 +34,7 @@ enum class Violation : std::uint8_t {
   too_large,            // limit = the largest accepted value
   decreasing,           // offsets: value = this group's end, limit = its begin
   beyond_rows,          // offsets / masked_m: value exceeds limit = rows (capacity or max_m)
+  too_many_tiles,       // value = the group's output tiles of the chosen kernel, limit = kMaxGroupTiles
 };
 
 struct GroupCheck {

@@ -35,8 +35,13 @@ BSGEMM_HD constexpr std::int64_t group_tile_count(std::int64_t m, std::int64_t n
   return m <= 0 ? 0 : l * ceil_div(m, block_m) * ceil_div(n, block_n);
 }
 
+// The most tiles one group may have (checked with the group's other fields: group_records.hpp), so that the walks
+// place a tile inside its group in 32-bit arithmetic (tile_coord_in_group): a 64-bit division is a subroutine on the
+// GPU. 2^31 tiles of the smallest tile (16 x 256) are 2^43 outputs, 16 TB of bf16.
+inline constexpr std::int64_t kMaxGroupTiles = 0x7FFFFFFF;
+
 // Tile `local` (0 <= local < L * tiles_m * tiles_n) of a group, in the banded order described above, in
-// 64-bit arithmetic.
+// 64-bit arithmetic: the definition, which the kernels' 32-bit form (tile_coord_in_group) is tested against.
 BSGEMM_HD constexpr TileCoord tile_coord_wide(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n,
                                               std::int32_t band) {
   const std::int64_t per_batch = static_cast<std::int64_t>(tiles_m) * tiles_n;
@@ -70,18 +75,14 @@ BSGEMM_HD constexpr TileCoord tile_coord_narrow(std::uint32_t local, std::uint32
   return c;
 }
 
-// tile_coord_wide, in 32-bit arithmetic where the counts fit, as they do but for groups of billions of
-// tiles: on the GPU a 32-bit division is a few instructions and a 64-bit one a subroutine, and the three of
-// them took about half of a one-k-block tile's walk (bench/NOTES.md, session 21's stamps). The walks whose
-// registers have no room for both take tile_coord_wide alone (a uniform branch keeps both sets live).
-BSGEMM_HD constexpr TileCoord tile_coord(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n, std::int32_t band) {
-  const std::int64_t per_batch = static_cast<std::int64_t>(tiles_m) * tiles_n;
-  const std::int64_t band_tiles = static_cast<std::int64_t>(band) * tiles_m;
-  constexpr std::int64_t kFits = 0xFFFFFFFFll;
-  if (local <= kFits && per_batch <= kFits && band_tiles <= kFits)
-    return tile_coord_narrow(static_cast<std::uint32_t>(local), static_cast<std::uint32_t>(per_batch),
-                             static_cast<std::uint32_t>(band_tiles), tiles_n, band);
-  return tile_coord_wide(local, tiles_m, tiles_n, band);
+// tile_coord_narrow for a group of at most kMaxGroupTiles tiles, as every group that reaches a kernel is: its
+// local index and tile count fit, and so does its band's (the band no wider than the group, which leaves the
+// order as it is).
+BSGEMM_HD constexpr TileCoord tile_coord_in_group(std::int64_t local, std::int32_t tiles_m, std::int32_t tiles_n,
+                                                  std::int32_t band) {
+  const std::uint32_t band_width = static_cast<std::uint32_t>(band < tiles_n ? band : tiles_n);
+  return tile_coord_narrow(static_cast<std::uint32_t>(local), static_cast<std::uint32_t>(tiles_m) * static_cast<std::uint32_t>(tiles_n),
+                           band_width * static_cast<std::uint32_t>(tiles_m), tiles_n, band);
 }
 
 // The group that holds linear tile `tile`, searching forward from `group` (tiles only grow along a

@@ -421,6 +421,9 @@ std::string describe(const GroupCheck& check, const CallSpec& spec) {
       return "group ends at row " + std::to_string(check.value) + ", before it begins at row " +
              std::to_string(check.limit);
     case Violation::beyond_rows: return describe_beyond_rows(check);
+    case Violation::too_many_tiles:
+      return "M x N x L make " + std::to_string(check.value) + " output tiles of the chosen kernel in this group, more than " +
+             std::to_string(check.limit) + " (2^31 - 1), the most one group may have; split the group";
   }
   return "an unknown violation (" + std::to_string(static_cast<int>(check.violation)) + ")";
 }

@@ -3,6 +3,7 @@
 // n-block) must come out exactly once.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
@@ -23,7 +24,7 @@ using bsgemm::core::plan_stream_k;
 using bsgemm::core::stream_k_contributors_end;
 using bsgemm::core::StreamKSplit;
 using bsgemm::core::stream_k_unit;
-using bsgemm::core::tile_coord;
+using bsgemm::core::tile_coord_in_group;
 using bsgemm::core::TileOrder;
 using bsgemm::core::WorkUnit;
 
@@ -46,7 +47,11 @@ TEST(TileScheduler, TileCoordIsABijection) {
     const int band = 1 + static_cast<int>(rng() % 12);
     std::vector<int> seen(static_cast<std::size_t>(l) * tiles_m * tiles_n, 0);
     for (std::int64_t t = 0; t < static_cast<std::int64_t>(seen.size()); ++t) {
-      const auto c = tile_coord(t, tiles_m, tiles_n, band);
+      const auto c = tile_coord_in_group(t, tiles_m, tiles_n, band);
+      const auto w = bsgemm::core::tile_coord_wide(t, tiles_m, tiles_n, band);
+      ASSERT_EQ(c.l, w.l);
+      ASSERT_EQ(c.m_block, w.m_block);
+      ASSERT_EQ(c.n_block, w.n_block);
       ASSERT_GE(c.l, 0);
       ASSERT_LT(c.l, l);
       ASSERT_GE(c.m_block, 0);
@@ -59,35 +64,42 @@ TEST(TileScheduler, TileCoordIsABijection) {
   }
 }
 
-// The 32-bit arithmetic tile_coord takes where the counts fit gives the 64-bit arithmetic's coordinates, and
-// groups past 2^32 tiles (a batch or a band too many for 32 bits) take the 64-bit one.
-TEST(TileScheduler, TileCoordThirtyTwoBitPathAgrees) {
+// The walks' 32-bit arithmetic for groups of at most kMaxGroupTiles tiles (tile_coord_in_group) gives the 64-bit
+// arithmetic's coordinates, bands wider than the group included, up to the group's last tile at the limit.
+TEST(TileScheduler, TileCoordInGroupAgreesUpToTheLimit) {
+  using bsgemm::core::kMaxGroupTiles;
   const auto wide = bsgemm::core::tile_coord_wide;
-  std::mt19937_64 rng(11);
+  std::mt19937_64 rng(12);
   for (int trial = 0; trial < 20000; ++trial) {
-    const auto tiles_m = static_cast<std::int32_t>(1 + rng() % (trial % 2 ? 200000 : 64));
-    const auto tiles_n = static_cast<std::int32_t>(1 + rng() % (trial % 3 ? 100000 : 64));
-    const auto band = static_cast<std::int32_t>(1 + rng() % 16);
-    const std::int64_t l = 1 + static_cast<std::int64_t>(rng() % 4);
-    const std::int64_t local = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(l * tiles_m * tiles_n));
-    const auto a = tile_coord(local, tiles_m, tiles_n, band), b = wide(local, tiles_m, tiles_n, band);
+    const auto tiles_m = static_cast<std::int32_t>(1 + rng() % (trial % 2 ? 40000 : 64));
+    const auto tiles_n = static_cast<std::int32_t>(1 + rng() % (trial % 3 ? 40000 : 64));
+    const auto band = static_cast<std::int32_t>(1 + rng() % (trial % 5 ? 16 : 100000));
+    const std::int64_t per_batch = static_cast<std::int64_t>(tiles_m) * tiles_n;
+    const std::int64_t l = 1 + static_cast<std::int64_t>(rng() % std::max<std::int64_t>(1, std::min<std::int64_t>(4, kMaxGroupTiles / per_batch)));
+    if (l * per_batch > kMaxGroupTiles) continue;
+    const std::int64_t local = trial % 7 == 0 ? l * per_batch - 1 : static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(l * per_batch));
+    const auto a = tile_coord_in_group(local, tiles_m, tiles_n, band), b = wide(local, tiles_m, tiles_n, band);
     ASSERT_EQ(a.l, b.l) << local << " " << tiles_m << " " << tiles_n << " " << band;
-    ASSERT_EQ(a.m_block, b.m_block);
-    ASSERT_EQ(a.n_block, b.n_block);
+    ASSERT_EQ(a.m_block, b.m_block) << local << " " << tiles_m << " " << tiles_n << " " << band;
+    ASSERT_EQ(a.n_block, b.n_block) << local << " " << tiles_m << " " << tiles_n << " " << band;
   }
-  // 100000 x 100000 tiles a batch: past 32 bits, the last tile of batch 1 is (1, 99999, 99999).
-  const std::int64_t per_batch = std::int64_t{100000} * 100000;
-  const auto last = tile_coord(2 * per_batch - 1, 100000, 100000, 8);
-  EXPECT_EQ(last.l, 1);
-  EXPECT_EQ(last.m_block, 99999);
-  EXPECT_EQ(last.n_block, 99999);
+  // The largest group: 46341 x 46340 tiles (2147441940), its last tile, a band of 8 and one wider than the group.
+  for (const std::int32_t band : {8, 50000}) {
+    const std::int64_t last = std::int64_t{46341} * 46340 - 1;
+    ASSERT_LE(last + 1, kMaxGroupTiles);
+    const auto a = tile_coord_in_group(last, 46341, 46340, band), b = wide(last, 46341, 46340, band);
+    EXPECT_EQ(a.m_block, b.m_block);
+    EXPECT_EQ(a.n_block, b.n_block);
+    EXPECT_EQ(a.m_block, 46340);
+    EXPECT_EQ(a.n_block, 46339);
+  }
 }
 
 // Consecutive tiles of a full band share an M-block and walk `band` N-blocks (the L2 reuse the order is for).
 TEST(TileScheduler, BandOrder) {
-  const auto c0 = tile_coord(0, 10, 20, 8);
-  const auto c7 = tile_coord(7, 10, 20, 8);
-  const auto c8 = tile_coord(8, 10, 20, 8);
+  const auto c0 = tile_coord_in_group(0, 10, 20, 8);
+  const auto c7 = tile_coord_in_group(7, 10, 20, 8);
+  const auto c8 = tile_coord_in_group(8, 10, 20, 8);
   EXPECT_EQ(c0.m_block, 0);
   EXPECT_EQ(c0.n_block, 0);
   EXPECT_EQ(c7.m_block, 0);
@@ -95,7 +107,7 @@ TEST(TileScheduler, BandOrder) {
   EXPECT_EQ(c8.m_block, 1);
   EXPECT_EQ(c8.n_block, 0);
   // The last band of 20 N-blocks in bands of 8 is 4 wide: it starts after 2 * 8 * 10 tiles.
-  const auto last = tile_coord(2 * 8 * 10 + 5, 10, 20, 8);
+  const auto last = tile_coord_in_group(2 * 8 * 10 + 5, 10, 20, 8);
   EXPECT_EQ(last.n_block, 16 + 1);
   EXPECT_EQ(last.m_block, 1);
 }
@@ -131,7 +143,7 @@ TEST(TileScheduler, PersistentGridCoversRaggedGroupsExactlyOnce) {
         ASSERT_LT(group, num_groups);
         const Group& g = groups[group];
         ASSERT_GE(tile, g.begin);
-        const auto c = tile_coord(tile - g.begin, static_cast<std::int32_t>(ceil_div(g.m, block_m)),
+        const auto c = tile_coord_in_group(tile - g.begin, static_cast<std::int32_t>(ceil_div(g.m, block_m)),
                                   static_cast<std::int32_t>(ceil_div(g.n, block_n)), band);
         ASSERT_LT(static_cast<std::int64_t>(c.m_block) * block_m, g.m);
         ASSERT_LT(static_cast<std::int64_t>(c.n_block) * block_n, g.n);

@@ -928,7 +928,8 @@ class GpuStagedTokens : public GpuVariantTest {};
 // The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
 // staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
 // ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
-// past a stage, and whole slices, which the staging pass stages in kernels of their own), empty and one-row
+// past a stage, and whole slices, which the staging pass stages in kernels of their own, short rows
+// and long ones), empty and one-row
 // groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked, the
 // 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the kernel applies per stage,
 // in a second set of accumulators) on the 384-weight tile, are refused before anything runs.
@@ -976,7 +977,10 @@ TEST_P(GpuStagedTokens, EveryShape) {
         continue;
       }
       for (const auto& [d, k] : std::vector<std::pair<DataType, std::int32_t>>{
-               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}, {DataType::bf16, 320}}) {
+               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}, {DataType::bf16, 320}, {DataType::bf16, 4160}}) {
+        // K = 4160: the whole-slices pass's long rows (520 chunks, four a lane over 130 lanes; stage_bf16.cu); one
+        // tile is enough for the pass.
+        if (k == 4160 && (tile_m != 32 || tile_n != 256)) continue;
         WorkloadSpec spec = make_spec(v, layout, d, moe_groups({64, 33, 1, 0, 17}, 264, k), ++seed);
         if (layout == GroupLayout::masked) spec.moe_rows = 72;
         HostWorkload host;
@@ -1283,6 +1287,38 @@ TEST(GpuDeviceSide, InvalidDeviceSizesAreReportedAndNothingIsWritten) {
   EXPECT_EQ(status2.code, StatusCode::device_error);
   EXPECT_EQ(status2.group, 1);
   EXPECT_EQ(status2.field, "n");
+
+  // A pointer-array group whose M x N make more tiles than the walks' 32-bit arithmetic takes (2^31 - 1, every
+  // other field valid): refused from a host-resident description before anything runs, and reported by the
+  // prepare kernel from a device-resident one.
+  const RecipeVariant linear = recipe_variants()[1];  // scales K-major: their leading dimensions do not grow with M
+  const WorkloadSpec q = make_spec(linear, GroupLayout::pointer_array, DataType::bf16, {{64, 128, 256, 1}, {64, 128, 256, 1}}, 10002);
+  for (const MemoryLocation where : {MemoryLocation::host, MemoryLocation::device}) {
+    HostWorkload host3;
+    ASSERT_TRUE(HostWorkload::create(q, &host3).ok());
+    DeviceWorkload device3;
+    ASSERT_TRUE(DeviceWorkload::create(host3, where, o, 1, &device3).ok());
+    auto* group1 = const_cast<GroupProblem*>(device3.args().groups) + 1;
+    GroupProblem huge;
+    if (where == MemoryLocation::host) huge = *group1;
+    else ASSERT_EQ(cudaMemcpy(&huge, group1, sizeof huge, cudaMemcpyDeviceToHost), cudaSuccess);
+    huge.m = 1 << 23;  // 2^16 row tiles at most
+    huge.n = 1 << 24;  // 2^16 column tiles at least, D 2^47 elements
+    huge.ldd = 1 << 24;
+    if (where == MemoryLocation::host) *group1 = huge;
+    else ASSERT_EQ(cudaMemcpy(group1, &huge, sizeof huge, cudaMemcpyHostToDevice), cudaSuccess);
+    Status st = device3.run(o);
+    if (where == MemoryLocation::device) {
+      ASSERT_TRUE(st.ok()) << st.message;
+      st = device_status(device3.workspace());
+      EXPECT_EQ(st.code, StatusCode::device_error);
+    } else {
+      EXPECT_FALSE(st.ok());
+    }
+    EXPECT_EQ(st.group, 1) << st.message;
+    EXPECT_EQ(st.field, "m") << st.message;
+    EXPECT_NE(st.message.find("2^31 - 1"), std::string::npos) << st.message;
+  }
 }
 
 // The whole call is captured in a CUDA graph, then replayed after new group sizes are written into the

@@ -18,12 +18,20 @@
 
 namespace bsgemm::cuda {
 
-// Rows, first row (contiguous form) and validity of group g.
+// Rows, first row (contiguous form) and validity of a group.
 struct GroupRows {
   std::int64_t m = 0, begin = 0;
   core::GroupCheck check;
 };
 
+// Tiles of group g with `rows` m rows.
+BSGEMM_HD inline std::int64_t group_tiles(const PrepareParams& p, int g, const GroupRows& rows) {
+  const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
+  const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
+  return core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
+}
+
+// Group g's rows and validity, the kernels' bound on a group's tiles (core::kMaxGroupTiles) included.
 BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
   GroupRows r;
   switch (p.spec.layout) {
@@ -47,14 +55,11 @@ BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
       break;
     }
   }
+  if (r.check.ok() && r.m > 0) {
+    const std::int64_t tiles = group_tiles(p, g, r);
+    if (tiles > core::kMaxGroupTiles) r.check = core::fail(core::Field::m, core::Violation::too_many_tiles, tiles, core::kMaxGroupTiles);
+  }
   return r;
-}
-
-// Tiles of a valid group g with `rows`.
-BSGEMM_HD inline std::int64_t group_tiles(const PrepareParams& p, int g, const GroupRows& rows) {
-  const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
-  const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
-  return core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
 }
 
 // Rows group g takes in a blocked_128x4 SFA of the contiguous form (the next group's sfa_block_row0 is

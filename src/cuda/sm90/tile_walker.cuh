@@ -42,10 +42,11 @@ struct KeptGroup<true> {
 // the plain one walks round-robin, for the instantiations params.hpp's heavy_first_walk leaves out. Any walk
 // that takes every position once covers every tile, whatever the order of the records.
 // KeepGroup: the walker keeps its group's tile range and grid in registers and reads the records only when
-// the walk leaves the group, and takes tile_coord's 32-bit arithmetic where the counts fit. The consumers'
-// walk does where their registers allow (their next tile waits for it: a one-k-block tile's walk spent about
-// 1 kcycle on those reads and 64-bit divisions, bench/NOTES.md session 21); the producers, which run ahead,
-// keep their registers and the 64-bit arithmetic alone.
+// the walk leaves the group. The consumers' walk does where their registers allow (their next tile waits for
+// it: a one-k-block tile's walk spent about 1 kcycle on those reads and 64-bit divisions, bench/NOTES.md
+// session 21); the producers, which run ahead, keep their registers. Both place the tile in its group in 32-bit
+// arithmetic (no group has more than core::kMaxGroupTiles tiles: group_records.hpp checks it), which took the
+// register-operand kernel's decode rows 0.2-1.8% faster than the 64-bit divisions (bench/NOTES.md version 44).
 template <bool HeavyFirst, bool KeepGroup = false>
 struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
@@ -79,12 +80,12 @@ struct TileWalker : KeptGroup<KeepGroup> {
         this->tiles_n = read_only(r.tiles_n);
       }
       *g = &groups[group];
-      *coord = core::tile_coord(tile - this->group_begin, this->tiles_m, this->tiles_n, band);
+      *coord = core::tile_coord_in_group(tile - this->group_begin, this->tiles_m, this->tiles_n, band);
     } else {
       group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
       *g = &groups[group];
-      *coord = core::tile_coord_wide(tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n),
-                                     band);
+      *coord = core::tile_coord_in_group(tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m),
+                                         read_only((*g)->tiles_n), band);
     }
     return true;
   }
@@ -94,7 +95,7 @@ struct TileWalker : KeptGroup<KeepGroup> {
 // [kb_begin, kb_end) of a tile (core::stream_k_unit), whole tiles round-robin where KernelParams::stream_k is off.
 // Every group has the same K (the MoE forms), read from group 0. It keeps a unit counter and its group: the split
 // is worked out again from the parameters at each unit (two loads and 32-bit arithmetic), and the group search
-// and tile_coord are TileWalker's plain ones, on the records and band of the parameters.
+// and tile_coord_in_group are TileWalker's plain ones, on the records and band of the parameters.
 struct StreamKTileWalker {
   std::uint32_t step = 0;
   std::int32_t group = 0;
@@ -119,8 +120,8 @@ struct StreamKTileWalker {
     const DeviceGroup* groups = p.groups;
     group = core::advance_to_group(group, p.num_groups, u->tile, [groups](std::int32_t i) { return read_only(groups[i].tile_end); });
     *g = &groups[group];
-    *coord = core::tile_coord_wide(u->tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m), read_only((*g)->tiles_n),
-                                   p.band);
+    *coord = core::tile_coord_in_group(u->tile - read_only((*g)->tile_begin), read_only((*g)->tiles_m),
+                                       read_only((*g)->tiles_n), p.band);
     return true;
   }
   __device__ bool next(const KernelParams& p, core::WorkUnit* u, core::TileCoord* coord, const DeviceGroup** g) {
