@@ -130,7 +130,7 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   const DecodeMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
-  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup> walker(p);
+  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, GroupSearch::by_warp> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];

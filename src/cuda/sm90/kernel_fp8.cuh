@@ -86,7 +86,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
   const IssueTurns turns{consumer};
   const int lane = threadIdx.x % 32;
   PipelineState<Traits::kStages> state;
-  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup> walker(p);
+  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, GroupSearch::by_warp> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];

@@ -82,7 +82,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
       store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
     }
   } else {
-    TileWalker<Traits::kHeavyFirstWalk> walker(p);
+    TileWalker<Traits::kHeavyFirstWalk, false, GroupSearch::by_warp> walker(p);
     while (walker.next(p, &c, &g)) {
       const std::int64_t k = read_only(g->k);
       accumulate(0, static_cast<int>(core::ceil_div(k, kBlockK)), k);

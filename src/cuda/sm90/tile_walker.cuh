@@ -38,6 +38,44 @@ struct KeptGroup<true> {
   std::int32_t tiles_m = 0, tiles_n = 0;
 };
 
+// How a walk finds the group of its next tile: one lane reading the groups' ends in turn, or a whole warp at once.
+enum class GroupSearch { by_lane, by_warp };
+
+// What a walk needs of the group that holds a tile: its index, tile range and grid.
+struct FoundGroup {
+  std::int32_t group;
+  std::int64_t begin, end;
+  std::int32_t tiles_m, tiles_n;
+};
+
+// The group that holds `tile` (tile < the walk's total), searching from `group` on, by a whole converged warp: lane
+// i reads group + i's record, so that a round of loads covers 32 groups and is in flight at once, and the first lane
+// whose group ends past the tile hands its fields to the others. advance_to_group waits on each group's end in turn,
+// which a round-robin walk over groups smaller than the grid pays at every tile: 2.1-2.3 kcycles a tile of the
+// register-operand kernel's consumers at decode shapes, eight groups a step (bench/NOTES.md session 24).
+__device__ __forceinline__ FoundGroup find_group_by_warp(const DeviceGroup* groups, std::int32_t num_groups,
+                                                         std::int32_t group, std::int64_t tile) {
+  const int lane = static_cast<int>(threadIdx.x % 32);
+  for (;; group += 32) {
+    const std::int32_t mine = group + lane;
+    std::int64_t begin = 0, end = INT64_MAX;  // past the last group: nothing lies beyond it, and no tile reaches it
+    std::int32_t tiles_m = 0, tiles_n = 0;
+    if (mine < num_groups) {
+      const DeviceGroup& r = groups[mine];
+      begin = read_only(r.tile_begin);
+      end = read_only(r.tile_end);
+      tiles_m = read_only(r.tiles_m);
+      tiles_n = read_only(r.tiles_n);
+    }
+    const unsigned holds = __ballot_sync(0xFFFFFFFFu, tile < end);
+    if (holds != 0) {
+      const int first = __ffs(holds) - 1;
+      return {group + first, __shfl_sync(0xFFFFFFFFu, begin, first), __shfl_sync(0xFFFFFFFFu, end, first),
+              __shfl_sync(0xFFFFFFFFu, tiles_m, first), __shfl_sync(0xFFFFFFFFu, tiles_n, first)};
+    }
+  }
+}
+
 // Two walks over the same sequence. The heavy-first one takes the host's TileOrder (core/tile_scheduler.hpp);
 // the plain one walks round-robin, for the instantiations params.hpp's heavy_first_walk leaves out. Any walk
 // that takes every position once covers every tile, whatever the order of the records.
@@ -47,7 +85,9 @@ struct KeptGroup<true> {
 // session 21); the producers, which run ahead, keep their registers. Both place the tile in its group in 32-bit
 // arithmetic (no group has more than core::kMaxGroupTiles tiles: group_records.hpp checks it), which took the
 // register-operand kernel's decode rows 0.2-1.8% faster than the 64-bit divisions (bench/NOTES.md version 44).
-template <bool HeavyFirst, bool KeepGroup = false>
+// Search: by_warp where every lane of the calling warps walks, converged (the consumers), and the group search is
+// find_group_by_warp's; by_lane (advance_to_group) where one lane walks (the TMA producer).
+template <bool HeavyFirst, bool KeepGroup = false, GroupSearch Search = GroupSearch::by_lane>
 struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
   std::int32_t num_groups;
@@ -72,15 +112,29 @@ struct TileWalker : KeptGroup<KeepGroup> {
     if constexpr (KeepGroup) {
       // Positions only grow along a CTA's walk, so a tile below the kept end is in the kept group.
       if (tile >= this->group_end) {
-        group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
-        const DeviceGroup& r = groups[group];
-        this->group_begin = read_only(r.tile_begin);
-        this->group_end = read_only(r.tile_end);
-        this->tiles_m = read_only(r.tiles_m);
-        this->tiles_n = read_only(r.tiles_n);
+        if constexpr (Search == GroupSearch::by_warp) {
+          const FoundGroup f = find_group_by_warp(groups, num_groups, group, tile);
+          group = f.group;
+          this->group_begin = f.begin;
+          this->group_end = f.end;
+          this->tiles_m = f.tiles_m;
+          this->tiles_n = f.tiles_n;
+        } else {
+          group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
+          const DeviceGroup& r = groups[group];
+          this->group_begin = read_only(r.tile_begin);
+          this->group_end = read_only(r.tile_end);
+          this->tiles_m = read_only(r.tiles_m);
+          this->tiles_n = read_only(r.tiles_n);
+        }
       }
       *g = &groups[group];
       *coord = core::tile_coord_in_group(tile - this->group_begin, this->tiles_m, this->tiles_n, band);
+    } else if constexpr (Search == GroupSearch::by_warp) {
+      const FoundGroup f = find_group_by_warp(groups, num_groups, group, tile);
+      group = f.group;
+      *g = &groups[group];
+      *coord = core::tile_coord_in_group(tile - f.begin, f.tiles_m, f.tiles_n, band);
     } else {
       group = core::advance_to_group(group, num_groups, tile, [this](std::int32_t i) { return read_only(groups[i].tile_end); });
       *g = &groups[group];
