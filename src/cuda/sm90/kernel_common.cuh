@@ -28,8 +28,9 @@ __device__ __forceinline__ Storage& align_shared_storage(std::uint8_t* shared_ra
   return *reinterpret_cast<Storage*>(shared_raw + ((1024u - misalignment) & 1023u));
 }
 
-// The first steps of every GEMM kernel: its dynamic shared memory as its SharedStorage, then
-// wait_for_valid_records.
+// The first step of every GEMM kernel: its dynamic shared memory as its SharedStorage. Its barriers' setup
+// follows, then wait_for_valid_records: the setup reads only the kernel's parameters, so it runs under the
+// kernel before (bench/NOTES.md version 46).
 template <class Storage>
 __device__ __forceinline__ Storage& gemm_shared_storage() {
   extern __shared__ std::uint8_t shared_raw[];
@@ -38,7 +39,8 @@ __device__ __forceinline__ Storage& gemm_shared_storage() {
 
 // Waits for the prepare kernel's group records, which it may still be writing (the GEMM kernel is launched
 // as its programmatic dependent), and says whether they passed validation; where a device-resident
-// description failed, the kernel writes nothing.
+// description failed, the kernel writes nothing. Nothing before it may read the records, the status, the
+// staged operands or the maps the prepare kernel edits.
 __device__ __forceinline__ bool wait_for_valid_records(const KernelParams& p) {
   ptx::wait_for_prerequisite_grids();
   return p.status->failed_group == kNoFailure;

@@ -149,8 +149,9 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   finish_warpgroup_stores<Traits>(p);
 }
 
-// What both decoding kernels (this one and kernel_swapped.cuh) run after their prologue: the raw-stage
-// pipeline and the decoded tiles' barriers, then the roles, with consume(pipe, consumer) on the consumers.
+// What both decoding kernels (this one and kernel_swapped.cuh) run: the raw-stage pipeline and the decoded
+// tiles' barriers, then wait_for_valid_records, then the roles, with consume(pipe, consumer) on the consumers.
+// The setup reads only the kernel's parameters, so it runs before the wait, under the kernel before.
 template <class Traits, class Consume>
 __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    Consume&& consume) {
@@ -169,6 +170,7 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
   }
   if (threadIdx.x < 32) ss.selector_table[threadIdx.x] = core::kBf16SelectorsLow;  // read after the barrier
   __syncthreads();
+  if (!wait_for_valid_records(p)) return;
 
   run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },
                                         [&](int loader) { load_decode_scales<Traits>(p, ss, pipe, loader); },
@@ -178,8 +180,6 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
 template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_decode_kernel(const __grid_constant__ KernelParams p) {
   auto& ss = gemm_shared_storage<typename Traits::SharedStorage>();
-  if (!wait_for_valid_records(p)) return;
-
   run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
     decode_and_multiply<Traits>(p, ss, pipe, consumer);
   });

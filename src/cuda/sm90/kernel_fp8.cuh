@@ -124,14 +124,13 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
 template <class Traits>
 __global__ void __launch_bounds__(kKernelThreads, 1) grouped_fp8_kernel(const __grid_constant__ KernelParams p) {
   auto& ss = gemm_shared_storage<typename Traits::SharedStorage>();
-  if (!wait_for_valid_records(p)) return;
-
   const Fp8Pipeline<Traits> pipe{ss.full, ss.empty, Traits::kAnyPacked ? ss.raw_full : nullptr};
   if (threadIdx.x == 0) {
     pipe.init(1 + Traits::kScaleLoaderArrivals /* TMA thread + the scale-loader warp, if any */, 2 * 4 /* consumer warps */);
     prefetch_kernel_maps(p);
   }
   __syncthreads();
+  if (!wait_for_valid_records(p)) return;
 
   run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>(
       [&] { produce_tiles<Traits>(p, ss, pipe); },

@@ -82,7 +82,11 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
       store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
     }
   } else {
-    TileWalker<Traits::kHeavyFirstWalk, false, GroupSearch::by_warp> walker(p);
+    // fp8-block128 tokens' 16-token tile measured 1.5-1.8% slower at decode-G128-M16 with the warp's search than
+    // with the lane's (bench/NOTES.md version 46), every other instantiation faster.
+    constexpr GroupSearch kSearch =
+        Traits::kPromoteTokens && Traits::kBlockM == 16 ? GroupSearch::by_lane : GroupSearch::by_warp;
+    TileWalker<Traits::kHeavyFirstWalk, false, kSearch> walker(p);
     while (walker.next(p, &c, &g)) {
       const std::int64_t k = read_only(g->k);
       accumulate(0, static_cast<int>(core::ceil_div(k, kBlockK)), k);
@@ -95,8 +99,6 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1) grouped_swapped_kernel(const __grid_constant__ KernelParams p) {
   auto& ss = gemm_shared_storage<typename Traits::SharedStorage>();
-  if (!wait_for_valid_records(p)) return;
-
   run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
     multiply_swapped<Traits>(p, ss, pipe, consumer);
   });
