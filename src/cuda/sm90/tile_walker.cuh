@@ -85,8 +85,10 @@ __device__ __forceinline__ FoundGroup find_group_by_warp(const DeviceGroup* grou
 // session 21); the producers, which run ahead, keep their registers. Both place the tile in its group in 32-bit
 // arithmetic (no group has more than core::kMaxGroupTiles tiles: group_records.hpp checks it), which took the
 // register-operand kernel's decode rows 0.2-1.8% faster than the 64-bit divisions (bench/NOTES.md version 44).
-// Search: by_warp where every lane of the calling warps walks, converged (the consumers), and the group search is
-// find_group_by_warp's; by_lane (advance_to_group) where one lane walks (the TMA producer).
+// Search: by_lane (advance_to_group) works for any caller, one lane included (the TMA producer); by_warp
+// (find_group_by_warp) needs every lane of the calling warps walking, converged, and each kernel's consumers take
+// the one that measured faster for them (bench/NOTES.md versions 45-47: by warp where a step skips many groups,
+// as at decode shapes; by lane on the reference system's example in the decoding kernel).
 template <bool HeavyFirst, bool KeepGroup = false, GroupSearch Search = GroupSearch::by_lane>
 struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
