@@ -130,10 +130,7 @@ __device__ __forceinline__ void decode_and_multiply(const KernelParams& p, typen
   const DecodeMainloop<Traits> mainloop(consumer, p, ss.selector_table[threadIdx.x % 32]);
   PipelineState<Traits::kStages> raw;
   PipelineState<kDecodedStages> decoded;
-  // The lane's group search: the warp's (the FP8 and register-operand kernels') measured 1-2% slower here on the
-  // reference system's example (4 groups), and no decode row, where it pays, runs this kernel (bench/NOTES.md
-  // version 47).
-  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, GroupSearch::by_lane> walker(p);
+  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, Traits::kConsumerSearch> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];

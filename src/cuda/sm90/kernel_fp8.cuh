@@ -86,9 +86,7 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
   const IssueTurns turns{consumer};
   const int lane = threadIdx.x % 32;
   PipelineState<Traits::kStages> state;
-  // The warp's group search: -0.8 to -1.8% on the decode rows, -0.7 to -1.3% on prefill-skew, but +9% on mxfp8's
-  // run of the reference system's example (bench/NOTES.md version 47).
-  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, GroupSearch::by_warp> walker(p);
+  TileWalker<Traits::kHeavyFirstWalk, Traits::kKeepWalkGroup, Traits::kConsumerSearch> walker(p);
   core::TileCoord c;
   const DeviceGroup* g;
   float acc[Traits::kAccumulators];

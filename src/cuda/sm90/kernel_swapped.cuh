@@ -82,11 +82,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
       store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
     }
   } else {
-    // fp8-block128 tokens' 16-token tile measured 1.5-1.8% slower at decode-G128-M16 with the warp's search than
-    // with the lane's (bench/NOTES.md version 46); the other instantiations measured 0.1-2.1% faster with it.
-    constexpr GroupSearch kSearch =
-        Traits::kPromoteTokens && Traits::kBlockM == 16 ? GroupSearch::by_lane : GroupSearch::by_warp;
-    TileWalker<Traits::kHeavyFirstWalk, false, kSearch> walker(p);
+    TileWalker<Traits::kHeavyFirstWalk, false, Traits::kConsumerSearch> walker(p);
     while (walker.next(p, &c, &g)) {
       const std::int64_t k = read_only(g->k);
       accumulate(0, static_cast<int>(core::ceil_div(k, kBlockK)), k);

@@ -76,6 +76,9 @@ struct DecodeKernelTraits {
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(false, true, AScales, BlockM, BlockN);  // tile_walker.cuh
   // The consumers' walk keeps its group (tile_walker.cuh) in the 128-row tiles; the 64-row ones spill with it.
   static constexpr bool kKeepWalkGroup = BlockM == 128;
+  // The lane's search: the warp's measured 1-2% slower here on the reference system's example (4 groups), and no
+  // decode row, where it pays, runs this kernel (bench/NOTES.md version 47).
+  static constexpr GroupSearch kConsumerSearch = GroupSearch::by_lane;
   static constexpr bool kStreamK = false;  // whole tiles only (tile_walker.cuh)
   // The TMA-store epilogue (epilogue.cuh) one 64 x 64 box at a time, in the staged epilogue's rows.
   static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;

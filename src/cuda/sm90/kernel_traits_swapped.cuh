@@ -79,6 +79,10 @@ struct SwappedKernelTraits {
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(true, true, AScales, Tokens, kBlockN);  // tile_walker.cuh
+  // The warp's search, but for fp8-block128 tokens' 16-token tile, 1.5-1.8% slower with it at decode-G128-M16 than
+  // with the lane's (bench/NOTES.md version 46); the other instantiations measured 0.1-2.1% faster with it.
+  static constexpr GroupSearch kConsumerSearch =
+      kPromoteTokens && Tokens == 16 ? GroupSearch::by_lane : GroupSearch::by_warp;
   static constexpr int kEpilogueBoxes = 0;        // not the FP8 kernel's TMA-store boxes (epilogue.cuh) ...
   // ... but with staged tokens each slab through a TMA store of the tile's tokens by 64 weights, where
   // KernelParams::d_map is ready (store_transposed_slab), its box in the slab's warpgroup's staging room.

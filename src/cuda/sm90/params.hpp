@@ -96,6 +96,11 @@ constexpr bool transposed_slab_stores(int weights) { return weights == 256; }
 // kernel's 384-weight tile arrives as two boxes of 192 (the map is encoded with rows / loads per box).
 constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
 
+// How a walk finds the group of its next tile (tile_walker.cuh): one lane reading the groups' ends in turn, or a
+// whole warp reading 32 groups' records at once. Each kernel's traits pick their consumers' (kConsumerSearch) by
+// measurement (bench/NOTES.md versions 45-47): by warp where a step skips many groups, as at decode shapes.
+enum class GroupSearch { by_lane, by_warp };
+
 // Whether a kernel instantiation walks its tiles heavy-first (core::TileOrder, tile_walker.cuh): the decoding
 // kernel, and the FP8 kernel's MX tiles of at most 128 columns a warpgroup (`scales`: the FP8 kernel's
 // granularity; the other kernels ignore it). Not the register-operand kernel (swapped) nor the FP8 kernel's

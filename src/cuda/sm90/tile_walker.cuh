@@ -38,9 +38,6 @@ struct KeptGroup<true> {
   std::int32_t tiles_m = 0, tiles_n = 0;
 };
 
-// How a walk finds the group of its next tile: one lane reading the groups' ends in turn, or a whole warp at once.
-enum class GroupSearch { by_lane, by_warp };
-
 // What a walk needs of the group that holds a tile: its index, tile range and grid.
 struct FoundGroup {
   std::int32_t group;
@@ -86,9 +83,8 @@ __device__ __forceinline__ FoundGroup find_group_by_warp(const DeviceGroup* grou
 // arithmetic (no group has more than core::kMaxGroupTiles tiles: group_records.hpp checks it), which took the
 // register-operand kernel's decode rows 0.2-1.8% faster than the 64-bit divisions (bench/NOTES.md version 44).
 // Search: by_lane (advance_to_group) works for any caller, one lane included (the TMA producer); by_warp
-// (find_group_by_warp) needs every lane of the calling warps walking, converged, and each kernel's consumers take
-// the one that measured faster for them (bench/NOTES.md versions 45-47: by warp where a step skips many groups,
-// as at decode shapes; by lane on the reference system's example in the decoding kernel).
+// (find_group_by_warp) needs every lane of the calling warps walking, converged: the consumers, each kernel's
+// with its traits' kConsumerSearch.
 template <bool HeavyFirst, bool KeepGroup = false, GroupSearch Search = GroupSearch::by_lane>
 struct TileWalker : KeptGroup<KeepGroup> {
   const DeviceGroup* groups;
