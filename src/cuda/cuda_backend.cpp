@@ -1049,6 +1049,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
   cudaError_t e = cudaSuccess;
   KernelChoice launched = plan.kernel;
   if (host_records) {
+    kernel.records_on_host = true;
     std::int64_t total_tiles = 0;
     if (Status s = copy_host_records(prepare, plan.kernel, b_box_rows, layout, ws, stream, plan.grid, &kernel.tile_order,
                                      &total_tiles);

@@ -17,6 +17,14 @@ __device__ __forceinline__ void tma_load_3d(void* smem_dst, const CUtensorMap* m
   ::cuda::ptx::cp_async_bulk_tensor(::cuda::ptx::space_cluster, ::cuda::ptx::space_global, smem_dst, map, coords, bar);
 }
 
+// cp.async.bulk.prefetch.tensor.3d.L2.global.tile [tensorMap, {c0, c1, c2}];
+// Brings a box of the tensor into L2 for a load that follows; completes on its own, with nothing to wait for.
+__device__ __forceinline__ void tma_prefetch_3d(const CUtensorMap* map, std::int32_t c0, std::int32_t c1, std::int32_t c2) {
+  asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];" ::"l"(reinterpret_cast<std::uint64_t>(map)),
+               "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+}
+
 // cp.async.bulk.tensor.3d.global.shared::cta.tile.bulk_group [tensorMap, {c0, c1, c2}], [srcMem];
 // Stores a box from shared memory (laid out as the map's swizzle) into the tensor; elements outside the
 // tensor are skipped. Completes asynchronously: commit it to a bulk group and wait before the source is

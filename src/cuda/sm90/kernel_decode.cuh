@@ -27,6 +27,25 @@
 namespace bsgemm::cuda {
 
 template <class Traits>
+inline constexpr int kWeightBoxRows = Traits::kBlockN / Traits::kBLoads;
+
+// The TMA boxes of B in stage kb of tile t: box(i, map, c0, c1) (batch t.b_batch) for the weights' boxes
+// i < Traits::kBLoads of kWeightBoxRows rows each, then, where TMA brings them, box kBLoads for B's scale codes: the
+// window that holds the stage's kStepsB codes, by the tile's rows (kernel_traits_swapped.cuh).
+template <class Traits, class Box>
+__device__ __forceinline__ void for_each_weight_box(const KernelParams& p, const TileSource& t, int kb, Box&& box) {
+#pragma unroll
+  for (int i = 0; i < Traits::kBLoads; ++i)
+    box(i, t.b_map, kb * Traits::kRowBytesB, t.b_row + i * kWeightBoxRows<Traits>);
+  if constexpr (Traits::kScaleCodesByTma) {
+    if (p.sfb_by_tma) {
+      const int first_code = kb * Traits::kStepsB;
+      box(Traits::kBLoads, &p.sfb_map, first_code - first_code % kScaleCodeWindow, t.b_row);
+    }
+  }
+}
+
+template <class Traits>
 __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                   const StagePipeline<Traits::kStages>& pipe) {
   for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
@@ -45,20 +64,31 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
     } else {
       ptx::tma_load_3d(ss.raw[state.index].a, t.a_map, kb * Traits::kRowBytesA, t.a_row, t.a_batch, pipe.full_barrier(state));
     }
-    constexpr int kBoxRows = Traits::kBlockN / Traits::kBLoads;
-#pragma unroll
-    for (int box = 0; box < Traits::kBLoads; ++box)
-      ptx::tma_load_3d(ss.raw[state.index].b + box * kBoxRows * Traits::kRowBytesB, t.b_map, kb * Traits::kRowBytesB,
-                       t.b_row + box * kBoxRows, t.b_batch, pipe.full_barrier(state));
-    // B's scale codes: the window that holds the stage's kStepsB codes, by the tile's rows (kernel_traits_swapped.cuh).
-    if constexpr (Traits::kScaleCodesByTma) {
-      if (p.sfb_by_tma) {
-        const int first_code = kb * Traits::kStepsB;
-        ptx::tma_load_3d(&ss.sfb[state.index][0][0], &p.sfb_map, first_code - first_code % kScaleCodeWindow, t.b_row,
-                         t.b_batch, pipe.full_barrier(state));
-      }
-    }
+    for_each_weight_box<Traits>(p, t, kb, [&](int box, const CUtensorMap* map, std::int32_t c0, std::int32_t c1) {
+      std::uint8_t* dst = box < Traits::kBLoads ? ss.raw[state.index].b + box * kWeightBoxRows<Traits> * Traits::kRowBytesB
+                                                : reinterpret_cast<std::uint8_t*>(&ss.sfb[state.index][0][0]);
+      ptx::tma_load_3d(dst, map, c0, c1, t.b_batch, pipe.full_barrier(state));
+    });
   });
+}
+
+// Before griddepcontrol.wait, where the staging pass runs just before this kernel and the host wrote the records
+// (KernelParams::records_on_host): the weights and their TMA-borne scale codes of the CTA's first stages into L2,
+// while the pass ends (the tokens are its output and wait). One thread; the first tile only.
+// Where Traits::kPrefetchFirstWeights (kernel_traits_swapped.cuh).
+template <class Traits>
+__device__ __forceinline__ void prefetch_first_weights(const KernelParams& p) {
+  TileWalker<Traits::kHeavyFirstWalk> walker(p);
+  core::TileCoord c;
+  const DeviceGroup* g;
+  if (!walker.next(p, &c, &g)) return;
+  std::int32_t acquired_group = -1;
+  const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN>(p, *g, c, walker.group, &acquired_group);
+  const int stages = t.k_blocks < Traits::kStages ? t.k_blocks : Traits::kStages;
+  for (int kb = 0; kb < stages; ++kb)
+    for_each_weight_box<Traits>(p, t, kb, [&](int, const CUtensorMap* map, std::int32_t c0, std::int32_t c1) {
+      ptx::tma_prefetch_3d(map, c0, c1, t.b_batch);
+    });
 }
 
 // Whether B's scale codes come by TMA with the stages (kernel_traits_swapped.cuh) instead of from the loaders.
@@ -170,6 +200,9 @@ __device__ __forceinline__ void run_decoding_roles(const KernelParams& p, typena
   }
   if (threadIdx.x < 32) ss.selector_table[threadIdx.x] = core::kBf16SelectorsLow;  // read after the barrier
   __syncthreads();
+  if constexpr (Traits::kPrefetchFirstWeights) {
+    if (threadIdx.x == 0 && p.records_on_host) prefetch_first_weights<Traits>(p);
+  }
   if (!wait_for_valid_records(p)) return;
 
   run_roles<Traits::kProducerRegisters, Traits::kConsumerRegs>([&] { produce_raw_tiles<Traits>(p, ss, pipe); },

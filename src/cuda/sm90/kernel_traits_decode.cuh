@@ -80,6 +80,7 @@ struct DecodeKernelTraits {
   // decode row, where it pays, runs this kernel (bench/NOTES.md version 47).
   static constexpr GroupSearch kConsumerSearch = GroupSearch::by_lane;
   static constexpr bool kStreamK = false;  // whole tiles only (tile_walker.cuh)
+  static constexpr bool kPrefetchFirstWeights = false;  // no staging pass runs before it (kernel_decode.cuh)
   // The TMA-store epilogue (epilogue.cuh) one 64 x 64 box at a time, in the staged epilogue's rows.
   static constexpr int kBoxesPerWarpgroup = kWarpgroupN / kEpilogueBoxColumns;
   static constexpr int kEpilogueBoxes = 1;

@@ -106,6 +106,12 @@ struct SwappedKernelTraits {
   // partials' flags) and share one K (the MoE forms).
   static constexpr bool kStreamK = StreamK;
   static_assert(!kStreamK || (kTokensStaged && kBlockN == 256), "stream-K: staged-token tiles 256 weights wide");
+  // Whether the producer brings its first tile's first stages of weights into L2 before griddepcontrol.wait, under
+  // the staging pass's end (kernel_decode.cuh's prefetch_first_weights): nvfp4 weights' decode rows -0.2 to -0.8%
+  // with it; mxfp4 weights' +0.25 to +0.4%, fp8-block128 tokens' 16-token tile +1% at decode-G128-M16 (bench/NOTES.md
+  // version 48). The whole-tile walk only: the stream-K one is launched for prefill-sized calls.
+  static constexpr bool kPrefetchFirstWeights =
+      kTokensStaged && !kStreamK && !kPromoteTokens && BScales == ScaleGranularity::nv16;
   static_assert(!kStreamK || Consumers * Slabs * kAccumulators * kThreadsPerWarpgroup <= static_cast<int>(kStreamKPartialFloats));
   // The stage's box of codes: kScaleCodeWindow bytes of each of the tile's weight rows, in the room of the
   // stage's fp32 scales (sfb), which it leaves unused.

@@ -142,6 +142,9 @@ struct KernelParams {
   std::int32_t* partial_flags;
   const DeviceGroup* groups;
   const DeviceStatus* status;
+  // The host wrote the records and the status (copy_host_records) before anything of the call ran: they may be
+  // read before griddepcontrol.wait (no prepare kernel writes them).
+  bool records_on_host;
   std::int32_t num_groups;
   std::int32_t band;     // N-blocks per band of the tile order (core/tile_scheduler.hpp)
   core::TileOrder tile_order;  // heavy tiles first (core/tile_scheduler.hpp); the plain walk by default
