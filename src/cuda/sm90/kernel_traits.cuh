@@ -99,9 +99,10 @@ struct Fp8KernelTraits {
   // The consumers' walk keeps its group (tile_walker.cuh) but in the tiles of more than 128 columns a warpgroup,
   // whose consumers spill with it (8 bytes).
   static constexpr bool kKeepWalkGroup = kWarpgroupN <= 128;
-  // The warp's search: -0.8 to -1.8% on the decode rows, -0.7 to -1.3% on prefill-skew, but +9% on mxfp8's run of
-  // the reference system's example (bench/NOTES.md version 47).
-  static constexpr GroupSearch kConsumerSearch = GroupSearch::by_warp;
+  // The warp's search for the 64-row tiles (decode-sized groups, where a step skips many groups: -0.8 to -1.8% on
+  // the decode rows), the lane's for the 128-row ones (+9% on mxfp8's run of the reference system's example with
+  // the warp's; bench/NOTES.md versions 47 and 49).
+  static constexpr GroupSearch kConsumerSearch = BlockM == 64 ? GroupSearch::by_warp : GroupSearch::by_lane;
   // Scale-loader warps that arrive on each stage's full barrier (none for staged operands).
   static constexpr int kScaleLoaderArrivals = kStaged ? 0 : 32;
   static_assert(kWarpgroupN % 32 == 0 && kWarpgroupN <= 256);
