@@ -207,11 +207,18 @@ BSGEMM_HD constexpr StreamKSplit plan_stream_k(std::int64_t total, std::int64_t 
   return s;
 }
 
-// The first k-block (counted over the split tiles) of CTA cta's share, cta in [0, split_ctas]; the share ends
-// where CTA cta + 1's begins.
+// The CTAs' shares of a split: split_blocks = split_ctas * q + r, the first r shares one k-block deeper.
+struct StreamKShares {
+  std::uint32_t q = 0, r = 0;
+  // The first k-block (counted over the split tiles) of CTA cta's share, cta in [0, split_ctas]; the share ends
+  // where CTA cta + 1's begins.
+  BSGEMM_HD constexpr std::uint32_t begin(std::uint32_t cta) const { return cta * q + (cta < r ? cta : r); }
+};
+BSGEMM_HD constexpr StreamKShares stream_k_shares(const StreamKSplit& s) {
+  return StreamKShares{s.split_blocks / s.split_ctas, s.split_blocks % s.split_ctas};
+}
 BSGEMM_HD constexpr std::uint32_t stream_k_share_begin(const StreamKSplit& s, std::uint32_t cta) {
-  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
-  return cta * q + (cta < r ? cta : r);
+  return stream_k_shares(s).begin(cta);
 }
 
 // A piece of the walk: k-blocks [kb_begin, kb_end) of tile `tile`.
@@ -236,8 +243,8 @@ BSGEMM_HD constexpr bool stream_k_unit(const StreamKSplit& s, std::uint32_t cta,
   if (cta >= s.split_ctas) return false;
   // With a split, whole_tiles is a multiple of ctas below 2^31.
   const std::uint32_t j = step - static_cast<std::uint32_t>(s.whole_tiles) / ctas;  // the unit's index in the share
-  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
-  const std::uint32_t begin = cta * q + (cta < r ? cta : r), end = begin + q + (cta < r ? 1u : 0u);
+  const StreamKShares shares = stream_k_shares(s);
+  const std::uint32_t begin = shares.begin(cta), end = begin + shares.q + (cta < shares.r ? 1u : 0u);
   const std::uint32_t blocks = static_cast<std::uint32_t>(s.k_blocks);
   const std::uint32_t t = begin / blocks + j;  // the unit's tile among the split ones
   const std::uint32_t first = t * blocks;
@@ -252,9 +259,9 @@ BSGEMM_HD constexpr bool stream_k_unit(const StreamKSplit& s, std::uint32_t cta,
 // The CTAs whose partials the owner (CTA owner) of split tile `tile` adds: [owner + 1, the returned CTA).
 BSGEMM_HD constexpr std::uint32_t stream_k_contributors_end(const StreamKSplit& s, std::uint32_t owner, std::int64_t tile) {
   const std::uint32_t tile_end = static_cast<std::uint32_t>(tile - s.whole_tiles + 1) * static_cast<std::uint32_t>(s.k_blocks);
-  const std::uint32_t q = s.split_blocks / s.split_ctas, r = s.split_blocks % s.split_ctas;
+  const StreamKShares shares = stream_k_shares(s);
   std::uint32_t c = owner + 1;
-  while (c < s.split_ctas && c * q + (c < r ? c : r) < tile_end) ++c;
+  while (c < s.split_ctas && shares.begin(c) < tile_end) ++c;
   return c;
 }
 

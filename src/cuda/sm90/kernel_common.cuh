@@ -84,27 +84,22 @@ __device__ __forceinline__ void for_each_producer_stage(const KernelParams& p, F
   core::TileCoord c;
   const DeviceGroup* g;
   std::int32_t acquired_group = -1;
+  // k-blocks [kb_begin, kb_end) of tile c of group g (the walk's `group`); kb_end < 0: the whole tile's.
+  const auto walk_unit = [&](std::int32_t group, int kb_begin, int kb_end) {
+    const TileSource t = tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, group, &acquired_group);
+    const int end = kb_end < 0 ? t.k_blocks : kb_end;
+    for (int kb = kb_begin; kb < end; ++kb) {
+      f(t, kb, state);
+      state.advance();
+    }
+  };
   if constexpr (Traits::kStreamK) {
     StreamKTileWalker walker;
     core::WorkUnit u;
-    while (walker.next(p, &u, &c, &g)) {
-      const TileSource t =
-          tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
-      for (int kb = u.kb_begin; kb < u.kb_end; ++kb) {
-        f(t, kb, state);
-        state.advance();
-      }
-    }
+    while (walker.next(p, &u, &c, &g)) walk_unit(walker.group, u.kb_begin, u.kb_end);
   } else {
     TileWalker<Traits::kHeavyFirstWalk> walker(p);
-    while (walker.next(p, &c, &g)) {
-      const TileSource t =
-          tile_source<Traits::kBlockM, Traits::kBlockN, ElementBytes>(p, *g, c, walker.group, &acquired_group);
-      for (int kb = 0; kb < t.k_blocks; ++kb) {
-        f(t, kb, state);
-        state.advance();
-      }
-    }
+    while (walker.next(p, &c, &g)) walk_unit(walker.group, 0, -1);
   }
 }
 
