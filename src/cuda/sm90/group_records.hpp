@@ -18,20 +18,14 @@
 
 namespace bsgemm::cuda {
 
-// Rows, first row (contiguous form) and validity of a group.
+// Rows, first row (contiguous form), validity and output tiles of a group (tiles: 0 where it is invalid).
 struct GroupRows {
   std::int64_t m = 0, begin = 0;
+  std::int64_t tiles = 0;
   core::GroupCheck check;
 };
 
-// Tiles of group g with `rows` m rows.
-BSGEMM_HD inline std::int64_t group_tiles(const PrepareParams& p, int g, const GroupRows& rows) {
-  const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
-  const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
-  return core::group_tile_count(rows.m, n, l, p.block_m, p.block_n);
-}
-
-// Group g's rows and validity, the kernels' bound on a group's tiles (core::kMaxGroupTiles) included.
+// Group g's rows, validity and tiles, the kernels' bound on a group's tiles (core::kMaxGroupTiles) included.
 BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
   GroupRows r;
   switch (p.spec.layout) {
@@ -56,8 +50,11 @@ BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
     }
   }
   if (r.check.ok() && r.m > 0) {
-    const std::int64_t tiles = group_tiles(p, g, r);
+    const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
+    const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
+    const std::int64_t tiles = core::group_tile_count(r.m, n, l, p.block_m, p.block_n);
     if (tiles > core::kMaxGroupTiles) r.check = core::fail(core::Field::m, core::Violation::too_many_tiles, tiles, core::kMaxGroupTiles);
+    else r.tiles = tiles;
   }
   return r;
 }
@@ -153,7 +150,7 @@ Status build_group_records(const PrepareParams& p, DeviceGroup* records, std::in
   for (int g = 0; g < p.num_groups; ++g) {
     const GroupRows rows = group_rows(p, g);
     if (!rows.check.ok()) return core::to_status(rows.check, g, p.spec);
-    const std::int64_t tiles = group_tiles(p, g, rows);
+    const std::int64_t tiles = rows.tiles;
     core::ResolvedGroup rg;
     records[g] = make_device_group(p, g, rows, tile_begin, tiles, sfa_block_row0, &rg);
     if (Status s = on_group(g, rg, tiles); !s.ok()) return s;

@@ -101,14 +101,9 @@ __global__ void __launch_bounds__(kPrepareThreads) prepare_groups_kernel(const _
   for (int g = first; g < last; ++g) {
     const GroupRows rows = group_rows(p, g);
     if (g == first) first_rows = rows;
-    std::int64_t tiles = 0;
-    if (!rows.check.ok()) {
-      atomicMin(&failed_group, g);
-    } else {
-      tiles = group_tiles(p, g, rows);
-    }
-    p.out_groups[g].tile_begin = tiles;
-    my_tiles += tiles;
+    if (!rows.check.ok()) atomicMin(&failed_group, g);
+    p.out_groups[g].tile_begin = rows.tiles;
+    my_tiles += rows.tiles;
     my_padded_rows += group_scale_block_rows(rows);
   }
   std::int64_t total_tiles, total_padded_rows;
