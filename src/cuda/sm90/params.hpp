@@ -98,7 +98,7 @@ constexpr int tma_box_loads(int rows) { return rows > 256 ? 2 : 1; }
 
 // How a walk finds the group of its next tile (tile_walker.cuh): one lane reading the groups' ends in turn, or a
 // whole warp reading 32 groups' records at once. Each kernel's traits pick their consumers' (kConsumerSearch) by
-// measurement (bench/NOTES.md versions 45-47): by warp where a step skips many groups, as at decode shapes.
+// measurement (bench/NOTES.md versions 45-49): by warp where a step skips many groups, as at decode shapes.
 enum class GroupSearch { by_lane, by_warp };
 
 // Whether a kernel instantiation walks its tiles heavy-first (core::TileOrder, tile_walker.cuh): the decoding
