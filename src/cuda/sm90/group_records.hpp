@@ -28,10 +28,13 @@ struct GroupRows {
 // Group g's rows, validity and tiles, the kernels' bound on a group's tiles (core::kMaxGroupTiles) included.
 BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
   GroupRows r;
+  std::int64_t n = p.moe.n, l = 1;  // the MoE forms' N, one batch; a pointer-array group's own
   switch (p.spec.layout) {
     case GroupLayout::pointer_array: {
       const core::ResolvedGroup rg = core::resolve_pointer_array(p.spec, p.groups[g]);
       r.m = rg.m;
+      n = rg.n;
+      l = rg.l;
       r.check = core::check_group(p.spec, rg);
       if (r.check.ok() && rg.m > 0) r.check = check_tma_limits(p.spec, rg, rg.l, rg.l);
       break;
@@ -50,8 +53,6 @@ BSGEMM_HD inline GroupRows group_rows(const PrepareParams& p, int g) {
     }
   }
   if (r.check.ok() && r.m > 0) {
-    const std::int64_t n = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].n : p.moe.n;
-    const std::int64_t l = p.spec.layout == GroupLayout::pointer_array ? p.groups[g].l : 1;
     const std::int64_t tiles = core::group_tile_count(r.m, n, l, p.block_m, p.block_n);
     if (tiles > core::kMaxGroupTiles) r.check = core::fail(core::Field::m, core::Violation::too_many_tiles, tiles, core::kMaxGroupTiles);
     else r.tiles = tiles;
