@@ -76,6 +76,15 @@ if want gpu-tests && [ $SMOKE_OK = 1 ]; then
   sed -n 's/^[0-9]*: max_rel_err \(.*\) \([^ ]*\)$/\1 \2/p' "$OUT/gpu-tests.log" |
     awk '{v=$NF; $NF=""; if (!($0 in m) || v+0 > m[$0]+0) m[$0]=v} END {for (k in m) print k m[k]}' | sort >"$OUT/error-bounds.txt"
   grep -E "FAIL|Failed" "$OUT/gpu-tests.log" | sed 's/^[0-9]*: //' | sort | uniq >"$OUT/gpu-findings.txt"
+  # The register-operand kernel's staged-token shapes in four processes at once, three times over: the load
+  # and the repetitions found a race that one pass of the tier above had passed and the next failed
+  # (bench/NOTES.md session 27).
+  step gpu-stress 120 bash -c 'for i in 1 2 3 4; do
+      build/tests/test_gpu --gtest_color=no --gtest_repeat=3 --gtest_filter="Gpu/GpuStagedTokens.EveryShape/*" \
+        >"$1/gpu-stress$i.log" 2>&1 &
+    done; wait' gpu-stress "$OUT"
+  note "gpu-stress: $(cat "$OUT"/gpu-stress?.log | grep -c '^\[       OK') passed, $(cat "$OUT"/gpu-stress?.log |
+    grep -c '^\[  FAILED  \].*ms)') failed (4 processes x 3 repetitions)"
 fi
 
 if want tool && [ $SMOKE_OK = 1 ]; then
