@@ -544,8 +544,8 @@ Status encode_group_output_map(CUtensorMap* map, const core::ResolvedGroup& rg) 
   return Status::success();
 }
 
-// B's scale codes as (codes, N, experts) for the register-operand kernel's kScaleCodesByTma
-// (kernel_traits_swapped.cuh): boxes of kScaleCodeWindow codes by the tile's `box_rows` weights, as stored
+// B's scale codes as (codes, N, experts) for the register-operand kernel's windows of codes
+// (kernel_traits_swapped.cuh's kScaleCodeWindows): boxes of kScaleCodeWindow codes by the tile's `box_rows` weights, as stored
 // (no swizzle), zeros past the last code of K and past N. The call has passed scale_codes_by_tma_applies.
 Status encode_scale_code_map(CUtensorMap* map, const GemmArguments& args, const core::ResolvedGroup& whole, int box_rows) {
   static const PFN_cuTensorMapEncodeTiled_v12000 encode = encode_function();
@@ -829,10 +829,10 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
 }
 
 // Whether the register-operand kernel of `k` takes B's scale codes by TMA (kernel_traits_swapped.cuh's
-// kScaleCodesByTma; measured -7 to -13% against the scale loaders' gathers, bench/NOTES.md version 23): its
+// kScaleCodeWindows; measured -7 to -13% against the scale loaders' gathers, bench/NOTES.md version 23): its
 // staged-token tiles 256 weights wide but fp8-block128 tokens' 32-token tile, in the MoE forms, with B's codes
 // linear and their base, rows and experts 16-byte aligned, as TMA needs of a map. The loaders fetch them
-// elsewhere.
+// elsewhere (into the same windows).
 bool scale_codes_by_tma_applies(const GemmArguments& args, const KernelChoice& k) {
   if (!k.swapped || !reads_staged_tokens(k) || k.block_n != 256 || (k.a_scales == ScaleGranularity::block128 && k.block_m == 32))
     return false;

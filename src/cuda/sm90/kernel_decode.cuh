@@ -31,16 +31,15 @@ inline constexpr int kWeightBoxRows = Traits::kBlockN / Traits::kBLoads;
 
 // The TMA boxes of B in stage kb of tile t: box(i, map, c0, c1) (batch t.b_batch) for the weights' boxes
 // i < Traits::kBLoads of kWeightBoxRows rows each, then, where TMA brings them, box kBLoads for B's scale codes: the
-// window that holds the stage's kStepsB codes, by the tile's rows (kernel_traits_swapped.cuh).
+// window that holds the stage's kStepsB codes, by the tile's rows (kernel_traits_swapped.cuh's kScaleCodeWindows).
 template <class Traits, class Box>
 __device__ __forceinline__ void for_each_weight_box(const KernelParams& p, const TileSource& t, int kb, Box&& box) {
 #pragma unroll
   for (int i = 0; i < Traits::kBLoads; ++i)
     box(i, t.b_map, kb * Traits::kRowBytesB, t.b_row + i * kWeightBoxRows<Traits>);
-  if constexpr (Traits::kScaleCodesByTma) {
+  if constexpr (Traits::kScaleCodeWindows) {
     if (p.sfb_by_tma) {
-      const int first_code = kb * Traits::kStepsB;
-      box(Traits::kBLoads, &p.sfb_map, first_code - first_code % kScaleCodeWindow, t.b_row);
+      box(Traits::kBLoads, &p.sfb_map, kb * Traits::kStepsB - scale_code_window_col(kb, Traits::kStepsB), t.b_row);
     }
   }
 }
@@ -51,7 +50,7 @@ __device__ __forceinline__ void produce_raw_tiles(const KernelParams& p, typenam
   for_each_producer_stage<Traits>(p, [&](const TileSource& t, int kb, const PipelineState<Traits::kStages>& state) {
     pipe.producer_acquire(state);
     std::uint32_t bytes = Traits::kStageBytes;
-    if constexpr (Traits::kScaleCodesByTma) {
+    if constexpr (Traits::kScaleCodeWindows) {
       if (p.sfb_by_tma) bytes += Traits::kScaleCodeBoxBytes;
     }
     pipe.producer_expect_bytes(state, bytes);
@@ -94,7 +93,7 @@ __device__ __forceinline__ void prefetch_first_weights(const KernelParams& p) {
 // Whether B's scale codes come by TMA with the stages (kernel_traits_swapped.cuh) instead of from the loaders.
 template <class Traits>
 __device__ __forceinline__ bool scale_codes_by_tma(const KernelParams& p) {
-  if constexpr (Traits::kScaleCodesByTma) return p.sfb_by_tma;
+  if constexpr (Traits::kScaleCodeWindows) return p.sfb_by_tma;
   return false;
 }
 
@@ -111,7 +110,8 @@ __device__ __forceinline__ bool scale_loaders_run(const KernelParams& p) {
 // row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
 // Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
 // register-operand kernel applies per stage (kernel_traits_swapped.cuh); B's come by TMA instead where
-// scale_codes_by_tma says so.
+// scale_codes_by_tma says so, and go into the stage's window of codes as they are stored where the traits
+// say so (kLoadersWriteCodes).
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
@@ -147,7 +147,13 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
           if (s >= stages) break;
           pipe.producer_acquire(state);
           if constexpr (Traits::kLoadsAScales) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
-          if (b_by_loaders) b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
+          if (b_by_loaders) {
+            if constexpr (Traits::kLoadersWriteCodes)
+              store_scale_codes<Traits::kBlockN, Traits::kBScales>(b_values[s], reinterpret_cast<std::uint8_t*>(&ss.sfb[state.index][0][0]),
+                                                                   lane, scale_code_window_col(kb0 + s, Traits::kStepsB));
+            else
+              b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
+          }
           pipe.producer_commit(state);
           state.advance();
         }

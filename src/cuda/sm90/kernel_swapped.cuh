@@ -49,7 +49,9 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   float acc[Traits::kSlabs][Traits::kAccumulators];
   // k-blocks [kb_begin, kb_begin + k_blocks) of the current tile into acc.
   const auto accumulate = [&](int kb_begin, int k_blocks, std::int64_t k) {
-    if constexpr (Traits::kScaleCodesByTma) {
+    if constexpr (Traits::kLoadersWriteCodes) {
+      mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
+    } else if constexpr (Traits::kScaleCodeWindows) {
       // Uniform across the grid: one of the two loops for every tile.
       if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
       else mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);

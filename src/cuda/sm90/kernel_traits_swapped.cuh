@@ -94,11 +94,19 @@ struct SwappedKernelTraits {
   static constexpr int kScaleRowsA = Tokens < 32 ? 32 : Tokens;
   static constexpr bool kLoadsAScales = kStepsA > 0;
   static constexpr int kStepsB = scale_steps(BScales);
-  // Whether B's scale codes may come by TMA with each stage (KernelParams::sfb_by_tma), the consumers
-  // decoding the code they need instead of reading fp32 from the loaders: the staged-token tiles 256
-  // weights wide. The 384-weight tile's consumers spilled 172 bytes with the codes' second loop, and
-  // fp8-block128 tokens' 32-token tile's 4 (bench/NOTES.md version 23).
-  static constexpr bool kScaleCodesByTma = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
+  // Whether B's scale codes may reach the consumers as stored, in a window of kScaleCodeWindow codes a row and
+  // stage (sfb's room), the consumers decoding the code they need instead of reading fp32 from the loaders: the
+  // staged-token tiles 256 weights wide. TMA brings the window with each stage where the scales' layout allows
+  // (KernelParams::sfb_by_tma; measured -7 to -13% against the loaders' fp32, bench/NOTES.md version 23). The
+  // 384-weight tile's consumers spilled 172 bytes with the codes' loop, and fp8-block128 tokens' 32-token tile's 4.
+  static constexpr bool kScaleCodeWindows = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
+  // Whether the scale loaders, where TMA does not bring the windows, write the stage's codes into them as well
+  // (store_scale_codes) instead of fp32 scales, so that the consumers have one loop and a stage's room is the
+  // window's 16 bytes a row: nv16's fp32 scales took 32, one raw stage fewer (64 tokens: 4 against 5; 16 tokens:
+  // 6 against 7). Measured (bench/NOTES.md version 52): the blocked 128x4 layout's decode rows (the loaders' path)
+  // -0.4 to -8.5%; with TMA's codes, decode-G128-M16 nvfp4 -1.3% but mxfp4 +2%, G32-M64 level to -0.7%. Not
+  // fp8-block128 tokens' 16-token tile, which spilled 8 bytes with the one loop.
+  static constexpr bool kLoadersWriteCodes = kScaleCodeWindows && !(kPromoteTokens && Tokens == 16);
   // Whether the walk splits its last round's tiles over K (KernelParams::stream_k, tile_walker.cuh's
   // StreamKTileWalker): an instantiation of its own, launched where the host's count of tiles leaves the last
   // round at most half full (core::plan_stream_k), since its walk costs 2-5% where nothing splits (bench/NOTES.md
@@ -113,10 +121,12 @@ struct SwappedKernelTraits {
   static constexpr bool kPrefetchFirstWeights =
       kTokensStaged && !kStreamK && !kPromoteTokens && BScales == ScaleGranularity::nv16;
   static_assert(!kStreamK || Consumers * Slabs * kAccumulators * kThreadsPerWarpgroup <= static_cast<int>(kStreamKPartialFloats));
-  // The stage's box of codes: kScaleCodeWindow bytes of each of the tile's weight rows, in the room of the
-  // stage's fp32 scales (sfb), which it leaves unused.
+  // The stage's window of codes: kScaleCodeWindow bytes of each of the tile's weight rows (TMA's box), in sfb's
+  // room, which holds kSfbSteps floats a row: the window's where only codes come, else the fp32 scales' kStepsB.
   static constexpr std::uint32_t kScaleCodeBoxBytes = kBlockN * kScaleCodeWindow;
-  static_assert(kScaleCodeWindow <= kStepsB * static_cast<int>(sizeof(float)), "a row's window fits its fp32 scales' bytes");
+  static constexpr int kSfbSteps = kLoadersWriteCodes ? kScaleCodeWindow / static_cast<int>(sizeof(float)) : kStepsB;
+  static_assert(!kScaleCodeWindows || kScaleCodeWindow <= kSfbSteps * static_cast<int>(sizeof(float)),
+                "a row's window fits its room");
   static constexpr int kRowBytesA = kTokensStaged ? 2 * kBlockK : APacked ? kBlockK / 2 : kBlockK;
   static constexpr int kRowBytesB = kBlockK / 2;
   static constexpr std::uint32_t kStageBytes = static_cast<std::uint32_t>(Tokens * kRowBytesA + kBlockN * kRowBytesB);
@@ -134,7 +144,7 @@ struct SwappedKernelTraits {
   struct alignas(1024) DecodedStage {
     std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
   };
-  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * kScaleRowsA + kStepsB * kBlockN);
+  static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * kScaleRowsA + kSfbSteps * kBlockN);
   static constexpr int kStages =
       raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage), Consumers);
   static constexpr bool kFits = kStages >= 3;
@@ -149,7 +159,7 @@ struct SwappedKernelTraits {
     DecodedStage decoded[kDecodedStages];
     RawStage raw[kStages];
     alignas(16) float sfa[kStages][kStepsA][Tokens];
-    alignas(16) float sfb[kStages][kStepsB][kBlockN];
+    alignas(16) float sfb[kStages][kSfbSteps][kBlockN];
     alignas(16) float epilogue[2][64][kEpiloguePitch];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
@@ -165,7 +175,7 @@ struct SwappedKernelTraits {
     alignas(1024) float epilogue[Consumers][64][kEpiloguePitch];
     RawStage raw[kStages];
     // 128-byte aligned for the codes' TMA box (each stage's room is a multiple of 1024 bytes).
-    alignas(128) float sfb[kStages][kStepsB][kBlockN];
+    alignas(128) float sfb[kStages][kSfbSteps][kBlockN];
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];

@@ -84,14 +84,15 @@ struct SwappedMainloop {
   static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p126f,
                 "the lifts of src/core/scale_codes.hpp");
 
-  // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (CodesByTma):
+  // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (Codes):
   // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones, but +9% on fp8-block128 tokens' 64-token
   // tile (two warpgroups of two slabs, half-slice pieces; bench/NOTES.md, run 84), which keeps the fp32 path.
   static constexpr bool kLiftsScaleCodes = !(Traits::kPromoteTokens && Traits::kBlockM == 64);
 
-  // A row's scale code in raw stage s where B's codes came by TMA (CodesByTma): kScaleCodeWindow bytes a row
-  // in the room of the stage's fp32 scales, the stage's first code at window_col of its row's window
-  // (kernel_traits_swapped.cuh).
+  // A row's scale code in raw stage s where B's scales came as codes in their windows (Codes: by TMA, or by the
+  // scale loaders where Traits::kLoadersWriteCodes), else as fp32 by step and row (sfb[s][step][row], the
+  // loaders'): kScaleCodeWindow bytes a row in sfb's room, the stage's first code at window_col of its row's
+  // window (kernel_traits_swapped.cuh).
   __device__ __forceinline__ static std::uint32_t weight_scale_code(const Storage& ss, int s, int step, int row,
                                                                     int window_col) {
     return reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
@@ -107,20 +108,20 @@ struct SwappedMainloop {
   }
 
   // The column of k-block kb's first code in its window of B's scale codes.
-  __device__ __forceinline__ static int scale_window_col(int kb) { return kb * Traits::kStepsB % kScaleCodeWindow; }
+  __device__ __forceinline__ static int scale_window_col(int kb) { return scale_code_window_col(kb, Traits::kStepsB); }
 
   // This thread's weights of piece `piece` of raw stage s: of half slice `half`, the stored positions
   // 64 half + 16 q .. + 15 of each of its rows (whole slices: one 8-byte load each), or the eight at
   // 64 half + 16 q + 8 w (half slices, w = piece % 2: one 4-byte load), decoded and scaled into fragments.
-  // window_col: scale_window_col of the stage's k-block where CodesByTma.
-  template <int Words = 2, bool CodesByTma = false>
+  // window_col: scale_window_col of the stage's k-block where Codes.
+  template <int Words = 2, bool Codes = false>
   __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int piece, FragmentsOf<Words>& frag,
                                                  int window_col = 0) const {
     constexpr int kPiecesPerSlice = 2 / Words;
     const int half = piece / kPiecesPerSlice;
     std::uint32_t codes[kSlabs][2][Words];
     float scale[kSlabs][2];
-    std::uint32_t scale_code[kSlabs][2];  // CodesByTma
+    std::uint32_t scale_code[kSlabs][2];  // Codes
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -136,13 +137,13 @@ struct SwappedMainloop {
           codes[slab][upper][0] = *reinterpret_cast<const std::uint32_t*>(first);
         }
         const int step = Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2;
-        if constexpr (CodesByTma) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
+        if constexpr (Codes) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
         else scale[slab][upper] = ss.sfb[s][step][row];
       }
     // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
     // allows it (normal ue4m3 scales, ue8m0 ones up to 2: src/core/scale_codes.hpp), as realistic weights'
     // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per piece.
-    if constexpr (CodesByTma && kLiftsScaleCodes) {
+    if constexpr (Codes && kLiftsScaleCodes) {
       bool lifts = true;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
@@ -157,7 +158,7 @@ struct SwappedMainloop {
         return scale_rows<ScaleSteps::lifted_pair, Words>(codes, lifted, frag);
       }
     }
-    if constexpr (CodesByTma) {
+    if constexpr (Codes) {
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -344,9 +345,9 @@ struct SwappedMainloop {
   // The next stage's first piece is decoded under the last one's wgmma, so a warpgroup holds two raw stages
   // for that long. fp8-block128 tokens (kPromoteTokens): each stage's wgmma start afresh in `partial`, added
   // into acc times its tokens' scales of that stage before the stage is released.
-  // CodesByTma: B's scale codes came with the stages (kernel_traits_swapped.cuh). The stages are the tile's
-  // k-blocks [kb_begin, kb_begin + k_blocks) (a stream-K unit's, or the whole tile's from 0).
-  template <bool CodesByTma, int Stages>
+  // Codes: B's scale codes are in the stages' windows (decode_weights). The stages are the tile's k-blocks
+  // [kb_begin, kb_begin + k_blocks) (a stream-K unit's, or the whole tile's from 0).
+  template <bool Codes, int Stages>
   __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                          int kb_begin, int k_blocks, float (&acc)[kSlabs][kAcc]) const {
     zero_accumulators(acc);
@@ -371,20 +372,20 @@ struct SwappedMainloop {
     };
 
     pipe.consumer_wait(raw);
-    decode_weights<kWords, CodesByTma>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
+    decode_weights<kWords, Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
     for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
       for (int piece = 0; piece < kPieces; ++piece) {
         issue(piece, piece == 0 && (kPromote || kb == 0));
         if (piece + 1 < kPieces) {
-          decode_weights<kWords, CodesByTma>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb_begin + kb));
+          decode_weights<kWords, Codes>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb_begin + kb));
         } else {
           next = raw;
           next.advance();
           if (kb + 1 < k_blocks) {
             pipe.consumer_wait(next);
-            decode_weights<kWords, CodesByTma>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
+            decode_weights<kWords, Codes>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
           }
         }
         retire();
