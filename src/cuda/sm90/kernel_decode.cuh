@@ -149,8 +149,8 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
           if constexpr (Traits::kLoadsAScales) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
           if (b_by_loaders) {
             if constexpr (Traits::kLoadersWriteCodes)
-              store_scale_codes<Traits::kBlockN, Traits::kBScales>(b_values[s], reinterpret_cast<std::uint8_t*>(&ss.sfb[state.index][0][0]),
-                                                                   lane, scale_code_window_col(kb0 + s, Traits::kStepsB));
+              b.store_codes(b_values[s], reinterpret_cast<std::uint8_t*>(&ss.sfb[state.index][0][0]), lane,
+                            scale_code_window_col(kb0 + s, Traits::kStepsB));
             else
               b.store(b_values[s], &ss.sfb[state.index][0][0], lane);
           }

@@ -101,7 +101,7 @@ struct SwappedKernelTraits {
   // 384-weight tile's consumers spilled 172 bytes with the codes' loop, and fp8-block128 tokens' 32-token tile's 4.
   static constexpr bool kScaleCodeWindows = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
   // Whether the scale loaders, where TMA does not bring the windows, write the stage's codes into them as well
-  // (store_scale_codes) instead of fp32 scales, so that the consumers have one loop and a stage's room is the
+  // (ScaleRows::store_codes) instead of fp32 scales, so that the consumers have one loop and a stage's room is the
   // window's 16 bytes a row: nv16's fp32 scales took 32, one raw stage fewer (64 tokens: 4 against 5; 16 tokens:
   // 6 against 7). Measured (bench/NOTES.md version 52): the blocked 128x4 layout's decode rows (the loaders' path)
   // -0.4 to -8.5%; with TMA's codes, decode-G128-M16 nvfp4 -1.3% but mxfp4 +2%, G32-M64 level to -0.7%. Not

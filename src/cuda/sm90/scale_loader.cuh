@@ -217,29 +217,26 @@ struct ScaleRows {
         dst[s * pitch + lane + 32 * i] = kSteps == 1 || s < valid_steps ? value[s] * factor : 0.0f;
     }
   }
+
+  // The stage's codes as stored, not decoded, for the register-operand kernel's code windows
+  // (kernel_traits_swapped.cuh): row r's codes at window + r * kScaleCodeWindow + window_col, one 4- or 8-byte
+  // store a row, as the stage's TMA box of codes would have put them. Codes past the K end are 0 (load() leaves
+  // them so), as the box's fill past the tensor (their weights are zero-filled too).
+  __device__ __forceinline__ void store_codes(const Values& v, std::uint8_t* window, int lane, int window_col) const {
+    static_assert(kSteps == 4 * kWords, "a stage's codes are whole words (nv16, mx32)");
+#pragma unroll
+    for (int i = 0; i < kRowsPerLane; ++i) {
+      std::uint8_t* row = window + (lane + 32 * i) * kScaleCodeWindow + window_col;
+      if constexpr (kWords == 2) *reinterpret_cast<uint2*>(row) = make_uint2(v.bits[i][0], v.bits[i][1]);
+      else *reinterpret_cast<std::uint32_t*>(row) = v.bits[i][0];
+    }
+  }
 };
 
 __device__ __forceinline__ const std::uint8_t* batch_base(const void* scales, DataType type, std::int64_t batch_stride,
                                                           std::int32_t l) {
   const std::int64_t bytes = type == DataType::f32 ? 4 : 1;
   return static_cast<const std::uint8_t*>(scales) + l * batch_stride * bytes;
-}
-
-// A stage's codes as stored, not decoded, for the register-operand kernel's code windows
-// (kernel_traits_swapped.cuh): row r's codes at window + r * kScaleCodeWindow + window_col, one 4- or 8-byte store
-// a row, as the stage's TMA box of codes would have put them. Codes past the K end are 0, as the box's fill
-// past the tensor (their weights are zero-filled too).
-template <int Rows, ScaleGranularity G>
-__device__ __forceinline__ void store_scale_codes(const typename ScaleRows<Rows, G>::Values& v, std::uint8_t* window,
-                                                  int lane, int window_col) {
-  constexpr int kWords = ScaleRows<Rows, G>::kWords;
-  static_assert(scale_steps(G) == 4 * kWords, "a stage's codes are whole words (nv16, mx32)");
-#pragma unroll
-  for (int i = 0; i < ScaleRows<Rows, G>::kRowsPerLane; ++i) {
-    std::uint8_t* row = window + (lane + 32 * i) * kScaleCodeWindow + window_col;
-    if constexpr (kWords == 2) *reinterpret_cast<uint2*>(row) = make_uint2(v.bits[i][0], v.bits[i][1]);
-    else *reinterpret_cast<std::uint32_t*>(row) = v.bits[i][0];
-  }
 }
 
 // The FP8 kernel's scales of one stage (k-block `kb`, K range [128 kb, 128 kb + 128)) of a tile, in
