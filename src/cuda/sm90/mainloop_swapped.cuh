@@ -85,9 +85,11 @@ struct SwappedMainloop {
                 "the lifts of src/core/scale_codes.hpp");
 
   // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (Codes):
-  // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones, but +9% on fp8-block128 tokens' 64-token
-  // tile (two warpgroups of two slabs, half-slice pieces; bench/NOTES.md, run 84), which keeps the fp32 path.
-  static constexpr bool kLiftsScaleCodes = !(Traits::kPromoteTokens && Traits::kBlockM == 64);
+  // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones (bench/NOTES.md, run 84). Not nv16 weights
+  // with fp8-block128 tokens' 64-token tile (two warpgroups of two slabs, half-slice pieces), which keeps the fp32
+  // path: +9% with the lift in run 84, +6.6% with version 53's in run 159, where mx32 weights' tile gained 2.3%.
+  static constexpr bool kLiftsScaleCodes =
+      !(Traits::kPromoteTokens && Traits::kBlockM == 64 && Traits::kBScales == ScaleGranularity::nv16);
 
   // A row's scale code in raw stage s where B's scales came as codes in their windows (Codes: by TMA, or by the
   // scale loaders where Traits::kLoadersWriteCodes), else as fp32 by step and row (sfb[s][step][row], the
