@@ -94,7 +94,7 @@ if want tool && [ $SMOKE_OK = 1 ]; then
       ./build/bsgemm run --recipe "$recipe" --backend auto --c-dtype bf16 --iterations 20 --json "$1/run-$recipe-seed.json" \
         2>&1 | sed "s/^/[$recipe] /"
     done
-    for pair in mxfp8:mxfp4 mxfp8:nvfp4 fp8-block128:nvfp4; do
+    for pair in mxfp8:mxfp4 mxfp8:nvfp4 fp8-block128:mxfp4 fp8-block128:nvfp4; do
       ./build/bsgemm run --a-recipe "${pair%%:*}" --b-recipe "${pair##*:}" --backend auto --c-dtype bf16 --iterations 20 \
         --json "$1/run-${pair/:/-}-seed.json" 2>&1 | sed "s/^/[${pair/:/-}] /"
     done
@@ -107,7 +107,7 @@ fi
 
 if want bench && [ $SMOKE_OK = 1 ]; then
   # Contiguous for every case; masked (DeepGEMM's decode form) for the decode cases.
-  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:nvfp4}
+  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:mxfp4,fp8-block128:nvfp4}
   step bench 300 ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes "$RECIPES" \
     --layouts contiguous --check --json "$OUT/bench-contiguous.json"
   step bench-masked 120 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \

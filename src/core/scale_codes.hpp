@@ -23,24 +23,24 @@ BSGEMM_HD inline float ue4m3_code_to_float(std::uint32_t code) {
 }
 
 // The register-operand kernel's weight scales lifted into bf16 (mainloop_swapped.cuh: the weights' codes
-// decode to e2m1 x 2^-126, and one bf16 multiply applies the scale times 2^119 for nv16, 2^126 for mx32) as a
+// decode to e2m1 x 2^-126, and one bf16 multiply applies the scale times 2^119 for nv16, 2^122 for mx32) as a
 // pair of equal bf16 halves, straight from the scale's code by one integer multiply-add, where that bf16 is
 // exact: the code's fields are the bf16's own fields moved up by the lift.
 //   ue4m3: normal codes (exponent field 1-15, not NaN): 2^(e - 7) (1 + m / 8) x 2^119 has the bf16 exponent
 //          field e + 239 and mantissa m, i.e. bits (code << 4) + (239 << 7).
-//   ue8m0: codes up to 128 (scales up to 2): 2^(e - 127) x 2^126 has the exponent field e + 126.
-// Elsewhere (ue4m3 subnormals and NaN, ue8m0 scales above 2) the kernel multiplies in fp32 first. The ue4m3
+//   ue8m0: codes up to 132 (scales up to 32): 2^(e - 127) x 2^122 has the exponent field e + 122.
+// Elsewhere (ue4m3 subnormals and NaN, ue8m0 scales above 32) the kernel multiplies in fp32 first. The ue4m3
 // test is on the code as stored: one with its (ignored) sign bit set takes the fp32 path too, so that the test is
 // one compare and the pair needs no mask (the register-operand kernel runs both for every code it reads: nvfp4
 // weights' decode rows measured 1.7-2.6% faster than with the mask and two compares, bench/NOTES.md version 53).
 inline constexpr float kUe4m3Lift = 0x1p119f;
-inline constexpr float kUe8m0Lift = 0x1p126f;
+inline constexpr float kUe8m0Lift = 0x1p122f;
 
 BSGEMM_HD inline bool ue4m3_lifts_exactly(std::uint32_t code) { return code - 0x08u < 0x77u; }  // 0x08 .. 0x7E
 // For a code ue4m3_lifts_exactly accepts.
 BSGEMM_HD inline std::uint32_t ue4m3_lifted_bf16x2(std::uint32_t code) { return code * 0x00100010u + 0x77807780u; }
 
-BSGEMM_HD inline bool ue8m0_lifts_exactly(std::uint32_t code) { return code <= 128u; }
-BSGEMM_HD inline std::uint32_t ue8m0_lifted_bf16x2(std::uint32_t code) { return code * 0x00800080u + 0x3F003F00u; }
+BSGEMM_HD inline bool ue8m0_lifts_exactly(std::uint32_t code) { return code <= 132u; }
+BSGEMM_HD inline std::uint32_t ue8m0_lifted_bf16x2(std::uint32_t code) { return code * 0x00800080u + 0x3D003D00u; }
 
 }  // namespace bsgemm::core

@@ -76,13 +76,16 @@ struct SwappedMainloop {
   // The weights reach wgmma as their values times 2^-kWeightExponent: the codes as e2m1 x 2^-126
   // (core::e2m1x8_to_tiny_bf16_pairs), then one multiply by an nv16 scale lifted by 2^119, exact for every
   // ue4m3 scale (tests/cpu/test_formats.cpp); the epilogue's alpha takes the 2^7 back (exact, a power of
-  // two). mx32 scales span 2^-127 .. 2^127, too wide for one lifted multiply in general: by 2^(e + 126)
-  // where the warp's scales allow it, else 2^126 and then the scale (decode_weights).
-  static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 0;
+  // two). mx32 scales span 2^-127 .. 2^127, too wide for one lifted multiply in general: by 2^(e + 122)
+  // where the warp's scales allow it (up to 32), else 2^122 and then the scale (decode_weights); the
+  // epilogue takes 2^4 back. Every product is then e2m1 x 2^(e - 131), a bf16 down to the smallest scale
+  // (0.5 x 2^-131 = 2^-132, above bf16's smallest subnormal 2^-133).
+  static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 4;
   static constexpr float kAccumulatorScale = static_cast<float>(1 << kWeightExponent);
-  // 2^(kTinyBf16Exponent - 7): 448 x 2^119 < bf16's largest value; mx32's lift is 2^kTinyBf16Exponent.
-  static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p126f,
+  // 2^(kTinyBf16Exponent - kWeightExponent): 448 x 2^119 and 32 x 2^122 fit bf16's exponent range.
+  static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p122f,
                 "the lifts of src/core/scale_codes.hpp");
+  static constexpr float kMx32LiftedScaleLimit = 32.0f;  // 32 x 2^122 = 2^127, bf16's largest power of two
 
   // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (Codes):
   // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones (bench/NOTES.md, run 84). Not nv16 weights
@@ -143,7 +146,7 @@ struct SwappedMainloop {
         else scale[slab][upper] = ss.sfb[s][step][row];
       }
     // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
-    // allows it (normal ue4m3 scales, ue8m0 ones up to 2: src/core/scale_codes.hpp), as realistic weights'
+    // allows it (normal ue4m3 scales, ue8m0 ones up to 32: src/core/scale_codes.hpp), as realistic weights'
     // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per piece.
     if constexpr (Codes && kLiftsScaleCodes) {
       bool lifts = true;
@@ -166,7 +169,7 @@ struct SwappedMainloop {
 #pragma unroll
         for (int upper = 0; upper < 2; ++upper) scale[slab][upper] = scale_code_value(scale_code[slab][upper]);
     }
-    // mx32: one multiply where every scale of the warp's rows is at most 2 (2^(e + 126) is then a bf16, and
+    // mx32: one multiply where every scale of the warp's rows is at most 32 (2^(e + 122) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
     // divergence, one vote per piece.
     if constexpr (Traits::kBScales == ScaleGranularity::mx32) {
@@ -174,7 +177,7 @@ struct SwappedMainloop {
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-        for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= 2.0f;
+        for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= kMx32LiftedScaleLimit;
       if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two, Words>(codes, scale, frag);
     }
     scale_rows<ScaleSteps::one, Words>(codes, scale, frag);
@@ -182,7 +185,7 @@ struct SwappedMainloop {
 
   // How decoded codes (e2m1 x 2^-126) take their scale: one multiply by the scale lifted by
   // 2^(126 - kWeightExponent) (from its fp32 value, or lifted_pair: given as that bf16 pair), or (any mx32
-  // scale) by 2^126 and then by the scale.
+  // scale) by 2^(126 - kWeightExponent) and then by the scale.
   enum class ScaleSteps { one, two, lifted_pair };
   static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? core::kUe4m3Lift : core::kUe8m0Lift;
 
