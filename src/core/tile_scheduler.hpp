@@ -244,7 +244,7 @@ BSGEMM_HD constexpr bool stream_k_unit(const StreamKSplit& s, std::uint32_t cta,
   // With a split, whole_tiles is a multiple of ctas below 2^31.
   const std::uint32_t j = step - static_cast<std::uint32_t>(s.whole_tiles) / ctas;  // the unit's index in the share
   const StreamKShares shares = stream_k_shares(s);
-  const std::uint32_t begin = shares.begin(cta), end = begin + shares.q + (cta < shares.r ? 1u : 0u);
+  const std::uint32_t begin = shares.begin(cta), end = shares.begin(cta + 1);
   const std::uint32_t blocks = static_cast<std::uint32_t>(s.k_blocks);
   const std::uint32_t t = begin / blocks + j;  // the unit's tile among the split ones
   const std::uint32_t first = t * blocks;

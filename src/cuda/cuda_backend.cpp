@@ -1056,7 +1056,7 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
         !s.ok())
       return s;
     if (stream_k_split(args, plan, total_tiles).split_ctas > 0) {
-      launched.stream_k = kernel.stream_k = true;
+      launched.stream_k = true;
       staging[0].flags_to_zero = kernel.partial_flags;
       staging[0].flag_count = plan.grid;
     }

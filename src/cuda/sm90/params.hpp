@@ -136,11 +136,10 @@ struct KernelParams {
   // rows, brought by TMA with the stage instead of by the scale loaders; sfb_by_tma is false elsewhere.
   CUtensorMap sfb_map;
   bool sfb_by_tma;
-  // The register-operand kernel's stream-K instantiations (KernelChoice::stream_k, launched with stream_k set):
-  // the last round's tiles split over K (core::StreamKSplit). A CTA's partial (kStreamKPartialFloats fp32 at
-  // partials + its index times that) is ready for the tile's owner when its flag (partial_flags[its index],
-  // zeroed by the staging pass before the call) is 1.
-  bool stream_k;
+  // The register-operand kernel's stream-K instantiations (KernelChoice::stream_k, launched only where the
+  // host's tile count splits): the last round's tiles split over K (core::StreamKSplit). A CTA's partial
+  // (kStreamKPartialFloats fp32 at partials + its index times that) is ready for the tile's owner when its flag
+  // (partial_flags[its index], zeroed by the staging pass before the call) is 1.
   float* partials;
   std::int32_t* partial_flags;
   const DeviceGroup* groups;

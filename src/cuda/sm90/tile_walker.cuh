@@ -143,8 +143,9 @@ struct TileWalker : KeptGroup<KeepGroup> {
   }
 };
 
-// The walk of the kernels whose Traits::kStreamK allows a split of the last round over K: units of k-blocks
-// [kb_begin, kb_end) of a tile (core::stream_k_unit), whole tiles round-robin where KernelParams::stream_k is off.
+// The walk of the kernels whose Traits::kStreamK splits the last round over K: units of k-blocks [kb_begin,
+// kb_end) of a tile (core::stream_k_unit). The host launches them only where its own core::plan_stream_k of the
+// same tile count, grid and K splits (cuda_backend.cpp's stream_k_split), so the kernel's plan is the host's.
 // Every group has the same K (the MoE forms), read from group 0. It keeps a unit counter and its group: the split
 // is worked out again from the parameters at each unit (two loads and 32-bit arithmetic), and the group search
 // and tile_coord_in_group are TileWalker's plain ones, on the records and band of the parameters.
@@ -157,11 +158,7 @@ struct StreamKTileWalker {
     const std::int64_t total = p.status->total_tiles;
     const std::int32_t k_blocks =
         p.num_groups > 0 ? static_cast<std::int32_t>(core::ceil_div(read_only(p.groups[0].k), kBlockK)) : 0;
-    if (p.stream_k) return core::plan_stream_k(total, gridDim.x, k_blocks);
-    core::StreamKSplit whole;
-    whole.whole_tiles = total;
-    whole.k_blocks = k_blocks;
-    return whole;
+    return core::plan_stream_k(total, gridDim.x, k_blocks);
   }
 
   // Moves to this CTA's next unit of `split` (split_of's); false when there is none.
