@@ -40,6 +40,8 @@ BSGEMM_HD inline bool ue4m3_lifts_exactly(std::uint32_t code) { return code - 0x
 // For a code ue4m3_lifts_exactly accepts.
 BSGEMM_HD inline std::uint32_t ue4m3_lifted_bf16x2(std::uint32_t code) { return code * 0x00100010u + 0x77807780u; }
 
+// The largest ue8m0 scale that lifts: 32 x 2^122 = 2^127, bf16's largest power of two (code 132).
+inline constexpr float kUe8m0LiftedScaleLimit = 32.0f;
 BSGEMM_HD inline bool ue8m0_lifts_exactly(std::uint32_t code) { return code <= 132u; }
 BSGEMM_HD inline std::uint32_t ue8m0_lifted_bf16x2(std::uint32_t code) { return code * 0x00800080u + 0x3D003D00u; }
 

@@ -127,7 +127,7 @@ TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
       EXPECT_EQ(core::ue4m3_lifted_bf16x2(code), half | (half << 16)) << "ue4m3 code " << code;
     }
     const double ue8m0 = decode_ue8m0(static_cast<std::uint8_t>(code));
-    EXPECT_EQ(core::ue8m0_lifts_exactly(code), ue8m0 <= 32.0) << "ue8m0 code " << code;
+    EXPECT_EQ(core::ue8m0_lifts_exactly(code), ue8m0 <= core::kUe8m0LiftedScaleLimit) << "ue8m0 code " << code;
     if (core::ue8m0_lifts_exactly(code)) {
       ++ue8m0_lifted;
       const std::uint32_t half = bf16_bits_of_exact(ue8m0 * static_cast<double>(core::kUe8m0Lift));

@@ -85,7 +85,6 @@ struct SwappedMainloop {
   // 2^(kTinyBf16Exponent - kWeightExponent): 448 x 2^119 and 32 x 2^122 fit bf16's exponent range.
   static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p122f,
                 "the lifts of src/core/scale_codes.hpp");
-  static constexpr float kMx32LiftedScaleLimit = 32.0f;  // 32 x 2^122 = 2^127, bf16's largest power of two
 
   // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (Codes):
   // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones (bench/NOTES.md, run 84). Not nv16 weights
@@ -177,7 +176,7 @@ struct SwappedMainloop {
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-        for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= kMx32LiftedScaleLimit;
+        for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= core::kUe8m0LiftedScaleLimit;
       if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two, Words>(codes, scale, frag);
     }
     scale_rows<ScaleSteps::one, Words>(codes, scale, frag);
