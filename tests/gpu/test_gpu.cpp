@@ -913,18 +913,24 @@ TEST(GpuShapes, StagedRefusals) {
   EXPECT_EQ(st.field, "tile");
 }
 
-// The variants the register-operand kernel takes: FP4 weights with mxfp8 or same-recipe tokens, off the
-// fp8 path (indices into recipe_variants()).
-std::vector<std::size_t> register_operand_variants() {
+// The indices into recipe_variants() of the variants that `keep` accepts.
+template <class Keep>
+std::vector<std::size_t> variants_where(Keep&& keep) {
   std::vector<std::size_t> out;
   const std::vector<RecipeVariant> all = recipe_variants();
-  for (std::size_t i = 0; i < all.size(); ++i) {
-    const RecipeVariant& v = all[i];
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (keep(all[i])) out.push_back(i);
+  return out;
+}
+
+// The variants the register-operand kernel takes: FP4 weights with mxfp8 or same-recipe tokens, off the
+// fp8 path.
+std::vector<std::size_t> register_operand_variants() {
+  return variants_where([](const RecipeVariant& v) {
     const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
     const bool tokens = v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8 || v.a.recipe == Recipe::fp8_block128;
-    if (fp4_weights && tokens && v.path != KernelPath::fp8) out.push_back(i);
-  }
-  return out;
+    return fp4_weights && tokens && v.path != KernelPath::fp8;
+  });
 }
 
 class GpuStagedTokens : public GpuVariantTest {};
@@ -1244,11 +1250,7 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
 // ---- ue4m3 scale codes with the sign bit set ------------------------------------------------------------
 
 std::vector<std::size_t> ue4m3_variants() {
-  std::vector<std::size_t> out;
-  const std::vector<RecipeVariant> all = recipe_variants();
-  for (std::size_t i = 0; i < all.size(); ++i)
-    if (all[i].a.scale == DataType::ue4m3 || all[i].b.scale == DataType::ue4m3) out.push_back(i);
-  return out;
+  return variants_where([](const RecipeVariant& v) { return v.a.scale == DataType::ue4m3 || v.b.scale == DataType::ue4m3; });
 }
 
 class GpuUe4m3Scales : public GpuVariantTest {};
