@@ -1,5 +1,5 @@
-// e2m1 -> e4m3 (eight at a time) and e2m1 -> bf16 (eight at a time, as pairs four apart, as such or times
-// 2^-126), exactly.
+// e2m1 -> e4m3 (eight at a time), e2m1 -> bf16 (eight at a time, as pairs four apart, as such or times
+// 2^-126) and e2m1 -> f16 times 2^-14 (eight at a time, in pairs of their own order), exactly.
 //
 // e2m1 -> e4m3, eight at a time, exactly (design.md section 4): every e2m1 value (+-{0, 0.5, 1, 1.5, 2,
 // 3, 4, 6}) is an e4m3 value, so Hopper's FP8 tensor cores can multiply FP4 data once it is widened on
@@ -98,6 +98,32 @@ BSGEMM_HD inline void e2m1x8_to_tiny_bf16_pairs(std::uint32_t codes, std::uint32
     const std::uint32_t spread = nibbles * ((1u << (6 - shift)) + (1u << (12 - shift)));
     words[i] = spread & 0x81C081C0u;
   }
+}
+
+// e2m1 -> f16 times 2^-14, eight at a time, exactly, in the f16 pairs order: word 0 holds elements 0 (low
+// half) and 2 (high half), word 1 elements 4 and 6, word 2 elements 1 and 3, word 3 elements 5 and 7
+// (f16_pairs_word / f16_pairs_half). A code's magnitude bits go to f16 bits 9..11 (the exponent's two low bits
+// and the mantissa's top bit) and its sign to bit 15, so the f16 is the e2m1 value times 2^-14 (code 1, 0.5,
+// becomes the subnormal 2^-15; f16 arithmetic keeps subnormals). Only the high byte of each f16 is nonzero:
+// (sign << 7) | (magnitude << 1). Those bytes come four at a time from the code word's bytes, whose high
+// nibbles (odd elements) need a shift of 3 and whose low nibbles (even elements) shifts of 1 and 4, and one
+// byte permute a word places two of them over zero low bytes: 11 integer instructions a word of codes, two
+// fewer than the bf16 placement above, whose sign and magnitude bits are six apart in a pair's spread and
+// here only three (too close for one multiply to place both).
+inline constexpr int kTinyF16Exponent = 14;
+
+BSGEMM_HD constexpr int f16_pairs_word(int element) { return 2 * (element % 2) + element / 4; }
+BSGEMM_HD constexpr int f16_pairs_half(int element) { return (element / 2) % 2; }
+
+BSGEMM_HD inline void e2m1x8_to_tiny_f16_pairs(std::uint32_t codes, std::uint32_t (&words)[4]) {
+  // Byte j of odd: element 2 j + 1's high byte; of even: element 2 j's.
+  const std::uint32_t odd = (codes & 0x80808080u) | ((codes >> 3) & 0x0E0E0E0Eu);
+  const std::uint32_t even = ((codes << 4) & 0x80808080u) | ((codes << 1) & 0x0E0E0E0Eu);
+  // Selector nibble 4 picks a byte of the zero word: the low bytes.
+  words[0] = byte_select(even, 0u, 0x1404u);
+  words[1] = byte_select(even, 0u, 0x3424u);
+  words[2] = byte_select(odd, 0u, 0x1404u);
+  words[3] = byte_select(odd, 0u, 0x3424u);
 }
 
 }  // namespace bsgemm::core

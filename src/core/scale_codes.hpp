@@ -45,4 +45,25 @@ inline constexpr float kUe8m0LiftedScaleLimit = 32.0f;
 BSGEMM_HD inline bool ue8m0_lifts_exactly(std::uint32_t code) { return code <= 132u; }
 BSGEMM_HD inline std::uint32_t ue8m0_lifted_bf16x2(std::uint32_t code) { return code * 0x00800080u + 0x3D003D00u; }
 
+// The same for the register-operand kernel's f16 operands (fp8-block128 tokens staged as f16): the weights'
+// codes decode to e2m1 x 2^-14 (core::e2m1x8_to_tiny_f16_pairs), and one f16 multiply applies the scale times
+// 2^7 for nv16, 2^10 for mx32, so that the weights reach wgmma as their values times 2^-7 and 2^-4, as with bf16.
+//   ue4m3: normal codes (ue4m3_lifts_exactly): 2^(e - 7) (1 + m / 8) x 2^7 has the f16 exponent field e + 15 and
+//          mantissa m << 7, i.e. bits (code << 7) + (15 << 10), at most 57344 = 448 x 2^7. Every ue4m3 scale
+//          (subnormal ones through fp32, kUe4m3F16Lift) gives an exact product: e2m1 x ue4m3 x 2^-7 has at most 5
+//          significant bits between 2^-17 and 21, all on f16's grid.
+//   ue8m0: f16's range is narrow. The lifted scale 2^(e - 117) is a normal f16 for codes 103 .. 132 and the
+//          product e2m1 x 2^(e - 131) is exact for codes 108 .. 144 (down to f16's smallest subnormal, 2^-24):
+//          codes 108 .. 132, scales 2^-19 .. 32, as realistic weights' are. The kernel adds the products of a
+//          warp's weights with any other code in fp32 instead (mainloop_swapped.cuh).
+inline constexpr float kUe4m3F16Lift = 0x1p7f;
+BSGEMM_HD inline std::uint32_t ue4m3_lifted_f16x2(std::uint32_t code) { return code * 0x00800080u + 0x3C003C00u; }
+
+inline constexpr std::uint32_t kUe8m0F16Lowest = 108, kUe8m0F16Highest = 132;
+BSGEMM_HD inline bool ue8m0_lifts_exactly_f16(std::uint32_t code) {
+  return code - kUe8m0F16Lowest <= kUe8m0F16Highest - kUe8m0F16Lowest;
+}
+// For a code ue8m0_lifts_exactly_f16 accepts: the exponent field code - 127 + 10 + 15 in both halves.
+BSGEMM_HD inline std::uint32_t ue8m0_lifted_f16x2(std::uint32_t code) { return (code - 102u) * 0x04000400u; }
+
 }  // namespace bsgemm::core

@@ -62,6 +62,66 @@ BSGEMM_HD constexpr int weights_order_slot(int position) {
   return 8 * (4 * b + i) + 2 * p + h;
 }
 
+// The same order for the f16 operands (fp8-block128 tokens staged as f16, whose weights decode through
+// e2m1x8_to_tiny_f16_pairs): the element at position 16 p + 8 b + e (p < 4, b < 2, e < 8) of a slice sits in word
+// f16_pairs_word(e), half f16_pairs_half(e) of its code word's four, which feed wgmma step 2 b + word / 2 at
+// fragment elements 2 (word % 2) + half: slot 32 b + 8 word + 2 p + half of the tokens' f16 row.
+BSGEMM_HD constexpr int weights_order_slot_f16(int position) {
+  const int p = position / 16, b = (position / 8) % 2, e = position % 8;
+  return 32 * b + 8 * f16_pairs_word(e) + 2 * p + f16_pairs_half(e);
+}
+
+// fp8-block128 tokens staged as f16 (KernelPath::staged's register-operand kernel): a token row's fp32 block
+// scales do not fit f16 or bf16 with its e4m3 values exactly (a 24-bit scale times a 4-bit value), so the pass
+// rounds each product x s to f16 (relative error at most 2^-11, f16's unit roundoff; the accumulation stays fp32)
+// after dividing the row by a power of two 2^E that brings its largest |x s| into [2^8, 2^9): f16's range
+// (2^-24 .. 65504) then holds every product but those 2^-32 or less of the row's largest, whose absolute error
+// (at most 2^-25 x 2^E) is below 2^-33 of the row's largest value. The kernel multiplies each token's outputs by
+// 2^E. E from the fp32 bits of the row's largest |x s| (computed as x times s in fp32): 0 for a row of zeros, an
+// infinity or a NaN (which then stage as such), and at least -126 so that 2^E and 2^-E are fp32 values (rows
+// whose largest product lies below 2^-118 stage below 2^8).
+BSGEMM_HD inline int block128_token_exponent(std::uint32_t largest_bits) {
+  if (largest_bits == 0 || largest_bits >= 0x7F800000u) return 0;
+  const int floor_log2 = static_cast<int>(largest_bits >> 23) - 127;  // -127 for fp32 subnormals: clamped below
+  const int e = floor_log2 - 8;
+  return e < -126 ? -126 : e;
+}
+// 2^e for e in -126 .. 127.
+BSGEMM_HD inline float power_of_two(int e) { return detail::bits_to_float(static_cast<std::uint32_t>(e + 127) << 23); }
+
+// A token block's scale for staging: s x 2^-E, where s x 2^-E is not an fp32 value only for blocks of zeros (any
+// nonzero x of the block has |x s| <= 2^(E + 9)), which stage as zeros at the largest finite scale instead of
+// 0 x infinity. Infinite and NaN scales stay as they are.
+BSGEMM_HD inline float block128_staging_scale(float scale, int e) {
+  const float staged = scale * power_of_two(-e);
+  const bool overflowed = (detail::float_to_bits(staged) & 0x7FFFFFFFu) == 0x7F800000u &&
+                          (detail::float_to_bits(scale) & 0x7FFFFFFFu) != 0x7F800000u;
+  return overflowed ? (staged > 0 ? 3.4028234663852886e38f : -3.4028234663852886e38f) : staged;
+}
+
+// Two e4m3 codes (the low two bytes, the lower first) times `scale`, as an f16 pair rounded to nearest even.
+BSGEMM_HD inline std::uint32_t stage_pair_f16(std::uint32_t codes, float scale) {
+#if defined(__CUDA_ARCH__)
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(codes & 0xFFFFu), __NV_E4M3);
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+  const __half2 r = __floats2half2_rn(f.x * scale, f.y * scale);
+  return *reinterpret_cast<const std::uint32_t*>(&r);
+#else
+  return static_cast<std::uint32_t>(encode_f16(decode_e4m3(static_cast<std::uint8_t>(codes)) * scale)) |
+         static_cast<std::uint32_t>(encode_f16(decode_e4m3(static_cast<std::uint8_t>(codes >> 8)) * scale)) << 16;
+#endif
+}
+
+// A chunk of 8 e4m3 codes (four per word, in K order) times its staging scale, as f16 in the f16 pairs order:
+// element e in word f16_pairs_word(e), half f16_pairs_half(e), i.e. words (0, 2), (4, 6), (1, 3), (5, 7).
+BSGEMM_HD inline void stage_block128_f16_chunk(const std::uint32_t (&codes)[2], float scale, std::uint32_t (&pairs)[4]) {
+  for (int w = 0; w < 2; ++w) {
+    const std::uint32_t spread = byte_select(codes[w], 0u, 0x3120u);  // elements 4 w + {0, 2, 1, 3}
+    pairs[w] = stage_pair_f16(spread, scale);
+    pairs[2 + w] = stage_pair_f16(spread >> 16, scale);
+  }
+}
+
 // A chunk of 8 e2m1 codes (one word, the low nibble first) as e4m3 codes in stage_chunk's order (exact:
 // every e2m1 value is an e4m3 value).
 BSGEMM_HD inline void widen_fp4_chunk(std::uint32_t packed, std::uint32_t (&codes)[2]) {
@@ -79,6 +139,27 @@ BSGEMM_HD inline std::uint32_t bf16x2_multiply(std::uint32_t a, std::uint32_t b)
   const auto half = [](std::uint32_t w, int h) { return decode_bf16(static_cast<std::uint16_t>(w >> (16 * h))); };
   return static_cast<std::uint32_t>(encode_bf16(half(a, 0) * half(b, 0))) |
          static_cast<std::uint32_t>(encode_bf16(half(a, 1) * half(b, 1))) << 16;
+#endif
+}
+
+// The same for f16 (mul.rn.f16x2, which keeps f16 subnormals; the host rounds the fp32 product, exact for any
+// two f16 values), and an fp32 value as a pair of equal f16 halves, rounded to nearest even.
+BSGEMM_HD inline std::uint32_t f16x2_multiply(std::uint32_t a, std::uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  const __half2 product = __hmul2_rn(*reinterpret_cast<const __half2*>(&a), *reinterpret_cast<const __half2*>(&b));
+  return *reinterpret_cast<const std::uint32_t*>(&product);
+#else
+  const auto half = [](std::uint32_t w, int h) { return decode_f16(static_cast<std::uint16_t>(w >> (16 * h))); };
+  return static_cast<std::uint32_t>(encode_f16(half(a, 0) * half(b, 0))) |
+         static_cast<std::uint32_t>(encode_f16(half(a, 1) * half(b, 1))) << 16;
+#endif
+}
+BSGEMM_HD inline std::uint32_t f16x2_of(float x) {
+#if defined(__CUDA_ARCH__)
+  const __half2 h = __float2half2_rn(x);
+  return *reinterpret_cast<const std::uint32_t*>(&h);
+#else
+  return static_cast<std::uint32_t>(encode_f16(x)) * 0x00010001u;
 #endif
 }
 

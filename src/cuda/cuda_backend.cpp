@@ -73,11 +73,13 @@ bool swapped_runs(const GemmArguments& a) {
   return is_fp4(rb) && (ra == rb || ra == Recipe::mxfp8);
 }
 
-// fp8-block128 tokens with FP4 weights run on the register-operand kernel only staged, as bf16 without their
-// fp32 scales (which bf16 could not hold exactly; the kernel applies them per 128-deep stage): the MoE forms,
-// which the staging pass covers.
-bool promoted_tokens_runs(const GemmArguments& a) {
-  return a.a_type.recipe == Recipe::fp8_block128 && is_fp4(a.b_type.recipe) && a.layout != GroupLayout::pointer_array;
+// fp8-block128 tokens with FP4 weights run on the register-operand kernel only staged, as f16 with their fp32
+// scales folded in (rounded; kernel_traits_swapped.cuh's kF16): the MoE forms, which the staging pass covers,
+// with A's scales at A's own rows (the contiguous form's blocked SFA pads each group to 128 rows, which only the
+// group records know).
+bool f16_tokens_runs(const GemmArguments& a) {
+  return a.a_type.recipe == Recipe::fp8_block128 && is_fp4(a.b_type.recipe) && a.layout != GroupLayout::pointer_array &&
+         !(a.layout == GroupLayout::contiguous && a.a_type.scale_layout == ScaleLayout::blocked_128x4);
 }
 
 // What the staged path runs (KernelPath::staged): A and B each mxfp8, mxfp4 or nvfp4 (whose scales fold
@@ -92,8 +94,8 @@ bool staged_runs(const GemmArguments& a) {
 }
 
 // Whether the register-operand kernel can read this call's tokens staged: tokens whose scales fold into bf16
-// where the staged path runs, or fp8-block128 tokens (promoted_tokens_runs).
-bool tokens_stage_runs(const GemmArguments& a) { return (swapped_runs(a) && staged_runs(a)) || promoted_tokens_runs(a); }
+// where the staged path runs, or fp8-block128 tokens (f16_tokens_runs).
+bool tokens_stage_runs(const GemmArguments& a) { return (swapped_runs(a) && staged_runs(a)) || f16_tokens_runs(a); }
 
 // Bytes per element as stored: FP4 codes pack two to a byte.
 double code_bytes(const OperandType& t) { return is_packed(t) ? 0.5 : 1.0; }
@@ -120,19 +122,22 @@ bool tokens_stageable(const GemmArguments& a) {
 
 int sm_count();
 
-// The workspace's staged tokens (after workspace_layout's part): A as rows x weights_order_ld(K) bf16 per
-// batch (one batch contiguous, num_groups masked), then the register-operand kernel's stream-K partials and
-// their flags, one each per multiprocessor (KernelParams::partials).
+// The workspace's staged tokens (after workspace_layout's part): A as rows x weights_order_ld(K) bf16 (f16 for
+// fp8-block128 tokens) per batch (one batch contiguous, num_groups masked), fp8-block128 tokens' powers of two
+// (one fp32 a row: KernelParams::token_factors), then the register-operand kernel's stream-K partials and their
+// flags, one each per multiprocessor (KernelParams::partials).
 struct StagedTokens {
-  std::size_t a = 0, partials = 0, flags = 0, end = 0;  // byte offsets into the workspace
-  std::int64_t ld = 0;                                  // elements per staged row
+  std::size_t a = 0, factors = 0, partials = 0, flags = 0, end = 0;  // byte offsets into the workspace
+  std::int64_t ld = 0;                                               // elements per staged row
 };
 StagedTokens staged_tokens(const GemmArguments& args, std::size_t base) {
   StagedTokens t;
   t.ld = weights_order_ld(args.moe.k);
   t.a = align256(base);
   const int sms = sm_count();
-  t.partials = align256(t.a + static_cast<std::size_t>(staged_a_rows(args)) * static_cast<std::size_t>(t.ld) * 2);
+  const std::size_t rows = static_cast<std::size_t>(staged_a_rows(args));
+  t.factors = align256(t.a + rows * static_cast<std::size_t>(t.ld) * 2);
+  t.partials = align256(t.factors + (f16_tokens_runs(args) ? rows * sizeof(float) : 0));
   t.flags = t.partials + stream_k_flags_offset(sms);
   t.end = t.partials + stream_k_workspace(sms);
   return t;
@@ -146,9 +151,9 @@ bool tokens_staged_by_name(const GemmArguments& args, const RunOptions& options)
          tokens_stage_runs(args);
 }
 
-// The register-operand kernel's tiles that kernel path staged may force for fp8-block128 tokens (a second set
-// of accumulators: kernel_swapped.cuh; its 64-token tile is the planner's choice only, as for other tokens).
-bool promoted_tokens_tile(int block_m, int block_n) { return (block_m == 16 || block_m == 32) && block_n == 256; }
+// The register-operand kernel's tiles that kernel path staged may force for fp8-block128 tokens (not the 384-weight
+// tile: kernel_swapped.cuh; the 64-token tile is the planner's choice only, as for other tokens).
+bool f16_tokens_tile(int block_m, int block_n) { return (block_m == 16 || block_m == 32) && block_n == 256; }
 
 // The register-operand kernel's tokens per tile for decode-sized groups of at most small_rows rows.
 int swapped_tile_tokens(std::int64_t small_rows) { return small_rows <= 32 ? 32 : 64; }
@@ -185,6 +190,7 @@ StageOperand stage_operand(const OperandType& type, const void* data, std::int64
   op.batches = batches;
   op.batch_stride = batch_stride;
   op.scales = static_cast<const std::uint8_t*>(scales);
+  op.scale_type = type.scale;
   op.scale_layout = type.scale_layout;
   op.scale_ld = scale_ld;
   op.scale_batch_stride = scale_batch_stride;
@@ -369,17 +375,17 @@ bool reads_staged_tokens(const KernelChoice& k) {
 
 // The register-operand kernel of `plan` reading its tokens staged as bf16 (kernel_traits_swapped.cuh).
 void read_staged_tokens(Plan* plan, bool tile_chosen) {
-  const bool promoted = plan->kernel.a_scales == ScaleGranularity::block128;
-  if (!promoted) plan->kernel.a_scales = ScaleGranularity::staged;
+  const bool f16 = plan->kernel.a_scales == ScaleGranularity::block128;
+  if (!f16) plan->kernel.a_scales = ScaleGranularity::staged;
   plan->kernel.a_packed = false;
-  plan->reason += promoted ? ", tokens staged as bf16 in their K order, their fp32 scales applied per 128 of K"
-                           : ", tokens staged as bf16 in their K order";
+  plan->reason += f16 ? ", tokens staged as f16 in their K order, their fp32 scales folded in (rounded to f16)"
+                      : ", tokens staged as bf16 in their K order";
   if (tile_chosen && plan->small_rows <= 16) {
     // Groups of at most 16 rows: wgmma's N at 16 halves the tensor work and the tokens' bytes of 32.
     plan->kernel.block_m = 16;
     plan->kernel.block_n = 256;
     plan->reason += ", 16 tokens a tile";
-  } else if (tile_chosen && promoted) {
+  } else if (tile_chosen && f16) {
     plan->kernel.block_m = swapped_tile_tokens(plan->small_rows);  // 256 weights a tile (kernel_swapped.cuh)
     plan->kernel.block_n = 256;
   }
@@ -728,8 +734,7 @@ Status can_implement(const GemmArguments& args, const RunOptions& options) {
     const bool swap = (forcible_swapped_tile(options.tile_m, options.tile_n) && swapped_runs(args)) || tokens_tile ||
                       tokens_staged_by_name(args, options);
     const std::string tile = std::to_string(options.tile_m) + "," + std::to_string(options.tile_n);
-    if (promoted_tokens_runs(args) && tokens_staged_by_name(args, options) &&
-        !promoted_tokens_tile(options.tile_m, options.tile_n))
+    if (f16_tokens_runs(args) && tokens_staged_by_name(args, options) && !f16_tokens_tile(options.tile_m, options.tile_n))
       return Status::error(StatusCode::not_supported, -1, "tile",
                            "tile " + tile + " is not built for fp8-block128 tokens on the register-operand kernel: use 16,256 "
                            "or 32,256, or no tile (the planner's choice, 64,256 for groups of 33 rows or more)");
@@ -817,7 +822,7 @@ RunOptions resolve_path(const GemmArguments& args, const RunOptions& options, st
 bool stages_tokens_given_workspace(const GemmArguments& args, const RunOptions& options, const Plan& plan) {
   if (!tokens_stageable(args) || reads_staged_tokens(plan.kernel)) return false;
   if (plan.kernel.swapped) return true;
-  return promoted_tokens_runs(args) && options.tile_m == 0 && options.tile_n == 0 && options.path != KernelPath::fp8 &&
+  return f16_tokens_runs(args) && options.tile_m == 0 && options.tile_n == 0 && options.path != KernelPath::fp8 &&
          plan.small_rows > 0;
 }
 
@@ -830,12 +835,10 @@ std::size_t staged_tokens_workspace(const GemmArguments& args, const RunOptions&
 
 // Whether the register-operand kernel of `k` takes B's scale codes by TMA (kernel_traits_swapped.cuh's
 // kScaleCodeWindows; measured -7 to -13% against the scale loaders' gathers, bench/NOTES.md version 23): its
-// staged-token tiles 256 weights wide but fp8-block128 tokens' 32-token tile, in the MoE forms, with B's codes
-// linear and their base, rows and experts 16-byte aligned, as TMA needs of a map. The loaders fetch them
-// elsewhere (into the same windows).
+// staged-token tiles 256 weights wide, in the MoE forms, with B's codes linear and their base, rows and experts
+// 16-byte aligned, as TMA needs of a map. The loaders fetch them elsewhere (into the same windows).
 bool scale_codes_by_tma_applies(const GemmArguments& args, const KernelChoice& k) {
-  if (!k.swapped || !reads_staged_tokens(k) || k.block_n != 256 || (k.a_scales == ScaleGranularity::block128 && k.block_m == 32))
-    return false;
+  if (!k.swapped || !reads_staged_tokens(k) || k.block_n != 256) return false;
   if (args.layout == GroupLayout::pointer_array || args.b_type.scale_layout != ScaleLayout::linear ||
       (args.b_type.scale != DataType::ue4m3 && args.b_type.scale != DataType::ue8m0))
     return false;
@@ -1019,13 +1022,26 @@ Status run(const GemmArguments& args, const RunOptions& requested, void* workspa
       const StagedTokens tokens = staged_tokens(args, layout.total);
       StageOperand a = stage_a(ws + tokens.a, tokens.ld);
       a.weights_order = true;
-      if (plan.kernel.a_scales == ScaleGranularity::block128) a.scales = nullptr;  // applied by the kernel
+      if (plan.kernel.a_scales == ScaleGranularity::block128) {
+        // fp8-block128 tokens: f16, each row's power of two for the kernel's epilogue.
+        a.block128_f16 = true;
+        a.factors = reinterpret_cast<float*>(ws + tokens.factors);
+        kernel.token_factors = a.factors;
+        kernel.token_factor_rows = static_cast<std::int32_t>(args.moe.rows);
+        kernel.b_codes = static_cast<const std::uint8_t*>(args.moe.b);
+        kernel.b_ld = whole.b.ld;
+        kernel.b_batch_stride = whole.b.batch_stride;
+        kernel.staged_tokens = a.dst;
+        kernel.staged_ld = tokens.ld;
+        a_element = DataType::f16;
+      } else {
+        a_element = DataType::bf16;
+      }
       // Where the launch below takes the stream-K instantiation: its partials, and their flags, which the
       // pass zeroes.
       kernel.partials = reinterpret_cast<float*>(ws + tokens.partials);
       kernel.partial_flags = reinterpret_cast<std::int32_t*>(ws + tokens.flags);
       staging[0] = a;
-      a_element = DataType::bf16;
       a_data = a.dst;
       a_k = a_ld = tokens.ld;
       a_batch_stride = a.dst_batch_stride;
@@ -1114,7 +1130,10 @@ std::string describe_plan(const GemmArguments& args, const RunOptions& requested
   std::string s = "sm_90a ";
   s += to_string(args.a_type.recipe);
   if (args.b_type.recipe != args.a_type.recipe) s += std::string(" x ") + to_string(args.b_type.recipe);
-  if (plan.kernel.swapped) s += " (FP4 weights decoded into wgmma's A registers, D^T = B A^T, BF16 wgmma)";
+  if (plan.kernel.swapped)
+    s += plan.kernel.a_scales == ScaleGranularity::block128
+             ? " (FP4 weights decoded into wgmma's A registers, D^T = B A^T, F16 wgmma)"
+             : " (FP4 weights decoded into wgmma's A registers, D^T = B A^T, BF16 wgmma)";
   else if (plan.kernel.decode) s += " (decoded to bf16 on chip, BF16 wgmma)";
   else if (plan.kernel.a_packed || plan.kernel.b_packed) s += " (FP4 widened to e4m3 on chip)";
   else if (plan.kernel.scales == ScaleGranularity::staged) s += " (staged as bf16 in the workspace, BF16 wgmma)";

@@ -346,6 +346,138 @@ TEST(Formats, WeightsOrderIsTheFragmentOrder) {
         EXPECT_EQ(core::weights_order_slot(8 * chunk + i + 4 * h), 8 * (4 * (chunk % 2) + i) + 2 * (chunk / 2) + h);
 }
 
+// The f16 operands of the register-operand kernel (fp8-block128 tokens staged as f16): every code in every
+// position decodes to its value times 2^-14 (subnormal for 0.5) at its place in the f16 pairs order.
+TEST(Formats, E2m1PairsConvertToTinyF16Exactly) {
+  for_every_code_in_every_position([](std::uint32_t codes) {
+    std::uint32_t words[4];
+    core::e2m1x8_to_tiny_f16_pairs(codes, words);
+    std::vector<int> seen(8, 0);
+    for (int i = 0; i < 8; ++i) {
+      const std::uint32_t nibble = (codes >> (4 * i)) & 0xFu;
+      const int word = core::f16_pairs_word(i), half = core::f16_pairs_half(i);
+      ++seen[static_cast<std::size_t>(2 * word + half)];
+      const auto bits = static_cast<std::uint16_t>(words[word] >> (16 * half));
+      ASSERT_TRUE(same_value(std::ldexp(expected_f16(bits), core::kTinyF16Exponent), expected_e2m1(nibble)))
+          << "codes " << codes << " element " << i;
+    }
+    for (int slot = 0; slot < 8; ++slot) ASSERT_EQ(seen[static_cast<std::size_t>(slot)], 1);
+  });
+}
+
+// The f16 decode's scale lifts (src/core/scale_codes.hpp): nv16 codes lifted by their bits (the normal ones) or
+// through fp32 (any code) are the scale times 2^7 in both halves; mx32 codes in f16's window (108 .. 132 and no
+// other) lifted by their bits are the scale times 2^10; and every e2m1 value times 2^-14 times a lifted scale,
+// multiplied as f16 (the host's f16x2_multiply rounds the exact product to f16), is the exact scaled value
+// times 2^-7 (nv16) or 2^-4 (mx32).
+TEST(Formats, E2m1TinyF16TimesLiftedScalesIsExact) {
+  const auto check_products = [](std::uint32_t lifted, double scale, int weight_exponent, std::uint32_t s) {
+    for (std::uint32_t code = 0; code < 16; ++code) {
+      const std::uint32_t tiny = static_cast<std::uint32_t>(encode_f16(static_cast<float>(
+                                     std::ldexp(expected_e2m1(code), -core::kTinyF16Exponent)))) * 0x00010001u;
+      const std::uint32_t product = core::f16x2_multiply(tiny, lifted);
+      for (int half = 0; half < 2; ++half)
+        ASSERT_TRUE(same_value(expected_f16((product >> (16 * half)) & 0xFFFFu),
+                               std::ldexp(expected_e2m1(code) * scale, -weight_exponent)))
+            << "scale code " << s << ", e2m1 code " << code;
+    }
+  };
+  for (std::uint32_t s = 0; s < 0x7Fu; ++s) {
+    const double scale = expected_ue4m3(s);
+    const std::uint32_t by_fp32 = core::f16x2_of(core::ue4m3_code_to_float(s) * core::kUe4m3F16Lift);
+    ASSERT_EQ(expected_f16(by_fp32 & 0xFFFFu), std::ldexp(scale, 7)) << "scale code " << s;
+    ASSERT_EQ(by_fp32 >> 16, by_fp32 & 0xFFFFu);
+    check_products(by_fp32, scale, 7, s);
+    if (!core::ue4m3_lifts_exactly(s)) continue;
+    ASSERT_EQ(core::ue4m3_lifted_f16x2(s), by_fp32) << "scale code " << s;
+  }
+  for (std::uint32_t s = 0; s < 256; ++s) {
+    ASSERT_EQ(core::ue8m0_lifts_exactly_f16(s), s >= 108 && s <= 132) << "scale code " << s;
+    if (!core::ue8m0_lifts_exactly_f16(s)) continue;
+    const std::uint32_t lifted = core::ue8m0_lifted_f16x2(s);
+    ASSERT_EQ(expected_f16(lifted & 0xFFFFu), std::ldexp(expected_ue8m0(s), 10)) << "scale code " << s;
+    ASSERT_EQ(lifted >> 16, lifted & 0xFFFFu);
+    check_products(lifted, expected_ue8m0(s), 4, s);
+  }
+}
+
+// The f16 operands' K order (core::weights_order_slot_f16) is a permutation of each 64-deep slice and the order
+// their fragments read the weights in: word f16_pairs_word(e), half f16_pairs_half(e) of code word b of lane quad p
+// feeds step 2 b + word / 2 at fragment element j = 2 (word % 2) + half, slot 16 s + 8 (j / 2) + 2 p + j % 2
+// (mainloop_swapped.cuh's place_words); and stage_bf16.cu's store of chunk c's pair i at slot
+// 8 (4 (c % 2) + i) + 2 (c / 2) writes word i of that chunk's elements there.
+TEST(Formats, F16WeightsOrderIsTheFragmentOrder) {
+  std::vector<int> seen(core::kWeightsOrderSlice, 0);
+  for (int position = 0; position < core::kWeightsOrderSlice; ++position) {
+    const int slot = core::weights_order_slot_f16(position);
+    ASSERT_GE(slot, 0);
+    ASSERT_LT(slot, core::kWeightsOrderSlice);
+    ++seen[static_cast<std::size_t>(slot)];
+    const int p = position / 16, b = (position / 8) % 2, e = position % 8;
+    const int word = core::f16_pairs_word(e), half = core::f16_pairs_half(e);
+    const int s = 2 * b + word / 2, j = 2 * (word % 2) + half;
+    EXPECT_EQ(slot, 16 * s + 8 * (j / 2) + 2 * p + j % 2) << position;
+    const int chunk = position / 8;
+    EXPECT_EQ(slot, 8 * (4 * (chunk % 2) + word) + 2 * (chunk / 2) + half) << position;
+  }
+  for (int slot = 0; slot < core::kWeightsOrderSlice; ++slot) EXPECT_EQ(seen[static_cast<std::size_t>(slot)], 1) << slot;
+}
+
+// The f16 staging of fp8-block128 tokens (src/core/stage_bf16.hpp): a chunk's element e lands at word
+// f16_pairs_word(e), half f16_pairs_half(e), as its e4m3 value times the staging scale rounded to nearest even
+// f16; rows' powers of two bring their largest product into [2^8, 2^9); blocks of zeros under any scale stage as
+// zeros.
+TEST(Formats, Block128TokensStageAsF16) {
+  std::mt19937 rng(2041);
+  for (int trial = 0; trial < 4000; ++trial) {
+    std::uint32_t codes[2] = {static_cast<std::uint32_t>(rng()), static_cast<std::uint32_t>(rng())};
+    const float scale = std::ldexp(static_cast<float>(1 + rng() % 1000) / 1000.0f, static_cast<int>(rng() % 40) - 20);
+    std::uint32_t pairs[4];
+    core::stage_block128_f16_chunk(codes, scale, pairs);
+    for (int e = 0; e < 8; ++e) {
+      const auto code = static_cast<std::uint8_t>(codes[e / 4] >> (8 * (e % 4)));
+      const auto staged = static_cast<std::uint16_t>(pairs[core::f16_pairs_word(e)] >> (16 * core::f16_pairs_half(e)));
+      const double value = expected_e4m3(code);
+      if (std::isnan(value)) {
+        EXPECT_TRUE(std::isnan(expected_f16(staged))) << "trial " << trial;
+        continue;
+      }
+      EXPECT_EQ(staged, encode_f16(static_cast<float>(value) * scale)) << "trial " << trial << " element " << e;
+      const double exact = value * scale;
+      if (std::fabs(exact) >= 0x1p-14 && std::fabs(exact) <= 65504.0)  // f16's normal range
+        EXPECT_LE(std::fabs(expected_f16(staged) - exact), std::ldexp(std::fabs(exact), -11)) << "trial " << trial;
+    }
+  }
+  EXPECT_EQ(core::block128_token_exponent(0), 0);
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(std::numeric_limits<float>::infinity())), 0);
+  EXPECT_EQ(core::block128_token_exponent(0x7FC00000u), 0);
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(1.0f)), -8);
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(448.0f)), 0);
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(0x1p-118f)), -126);
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(0x1p-125f)), -126);
+  EXPECT_EQ(core::block128_token_exponent(1u), -126);  // the smallest subnormal
+  EXPECT_EQ(core::block128_token_exponent(detail::float_to_bits(0x1.fffffep127f)), 119);
+  for (int trial = 0; trial < 2000; ++trial) {
+    // 2^-118 .. 2^128 (below, E is clamped at -126)
+    const float largest = std::ldexp(0.5f + static_cast<float>(rng() % 100000) / 200000.0f, static_cast<int>(rng() % 246) - 117);
+    const int e = core::block128_token_exponent(detail::float_to_bits(largest));
+    EXPECT_EQ(core::power_of_two(e), std::ldexp(1.0f, e));
+    EXPECT_GE(largest * core::power_of_two(-e), 256.0f) << largest;
+    EXPECT_LT(largest * core::power_of_two(-e), 512.0f) << largest;
+  }
+  // A block whose scale times 2^-E overflows holds only zeros: it stages at the largest finite scale, so 0 x s
+  // stays 0; infinite and NaN scales stay as they are.
+  EXPECT_EQ(core::block128_staging_scale(0x1p100f, -120), std::numeric_limits<float>::max());
+  EXPECT_EQ(core::block128_staging_scale(-0x1p100f, -120), -std::numeric_limits<float>::max());
+  EXPECT_EQ(core::block128_staging_scale(0x1p100f, 10), 0x1p90f);
+  EXPECT_EQ(core::block128_staging_scale(std::numeric_limits<float>::infinity(), -120), std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(core::block128_staging_scale(std::numeric_limits<float>::quiet_NaN(), 0)));
+  const std::uint32_t zeros[2] = {0x80008000u, 0u};
+  std::uint32_t staged[4];
+  core::stage_block128_f16_chunk(zeros, core::block128_staging_scale(0x1p100f, -120), staged);
+  for (const std::uint32_t w : staged) EXPECT_EQ(w & 0x7FFF7FFFu, 0u);
+}
+
 TEST(Formats, DecodeEveryScaleCode) {
   for (std::uint32_t c = 0; c < 256; ++c) {
     EXPECT_TRUE(same_value(decode_ue8m0(static_cast<std::uint8_t>(c)), expected_ue8m0(c))) << "ue8m0 code " << c;

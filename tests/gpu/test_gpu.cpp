@@ -416,40 +416,45 @@ TEST(PlannerRules, StagedTokens) {
 }
 
 // fp8-block128 tokens with FP4 weights: at decode shapes the planner moves them from the decoding kernel to
-// the register-operand one where the workspace holds their bf16 copy (staged without their fp32 scales, which
-// the kernel applies per stage), on its 16-, 32- and 64-token tiles (the last on two warpgroups of two slabs);
-// not in the pointer-array form, not for large groups, and not on kernel path fp8.
-TEST(PlannerRules, PromotedTokens) {
+// the register-operand one where the workspace holds their f16 copy (their fp32 scales folded in, rounded, and
+// each row's power of two: 4 bytes a row more), on its 16-, 32- and 64-token tiles; not in the pointer-array
+// form, not with A's scales blocked in the contiguous form, not for large groups, and not on kernel path fp8.
+TEST(PlannerRules, F16Tokens) {
   const TokenPlanOptions options(32, 256);
   const RunOptions &automatic = options.automatic, &forced = options.forced;
   for (const Recipe b : {Recipe::nvfp4, Recipe::mxfp4}) {
-    const auto args_for = [b](GroupLayout layout, std::int64_t rows, int groups, int n, int k) {
-      return unseen_moe_args(Recipe::fp8_block128, b, layout, rows, groups, n, k);
+    const auto args_for = [b](GroupLayout layout, std::int64_t rows, int groups, int n, int k,
+                              ScaleLayout a_scales = ScaleLayout::linear) {
+      return unseen_moe_args(Recipe::fp8_block128, b, layout, rows, groups, n, k, a_scales);
     };
     const auto extra = [&](const GemmArguments& args, const RunOptions& o) { return options.extra(args, o); };
-    const auto expect_plan = [&](const GemmArguments& args, const RunOptions& o, std::size_t tokens, const char* tile) {
+    // rows: the staged rows (each 384 f16 here, and a power of two).
+    const auto expect_plan = [&](const GemmArguments& args, const RunOptions& o, std::size_t rows, const char* tile) {
       const std::string plan = describe_plan(args, o);
-      const std::size_t held = tokens > 0 ? tokens + stream_k_bytes() : 0;  // with the stream-K partials
+      const std::size_t held = rows > 0 ? rows * (384 * 2 + 4) + stream_k_bytes() : 0;  // with the stream-K partials
       EXPECT_GE(extra(args, o), held) << plan;
-      EXPECT_LT(extra(args, o), held + 512) << plan;
-      if (tokens == 0) {
+      EXPECT_LT(extra(args, o), held + 768) << plan;
+      if (rows == 0) {
         EXPECT_EQ(plan.find("tokens staged"), std::string::npos) << plan;
         return;
       }
-      EXPECT_NE(plan.find("their fp32 scales applied per 128 of K"), std::string::npos) << plan;
-      EXPECT_NE(plan.find("wgmma's A registers"), std::string::npos) << plan;
+      EXPECT_NE(plan.find("tokens staged as f16 in their K order, their fp32 scales folded in"), std::string::npos) << plan;
+      EXPECT_NE(plan.find("wgmma's A registers, D^T = B A^T, F16 wgmma"), std::string::npos) << plan;
       EXPECT_NE(plan.find(tile), std::string::npos) << plan;
     };
-    // K = 330: 384 bf16 a row (whole slices); 16 rows a group: the 16-token tile; 17 or 32: 32 tokens; 33 or
+    // K = 330: 384 f16 a row (whole slices); 16 rows a group: the 16-token tile; 17 or 32: 32 tokens; 33 or
     // 64: 64 tokens.
-    expect_plan(args_for(GroupLayout::masked, 16, 8, 4096, 330), automatic, 8 * 16 * 384 * 2, "tile 16x256");
-    expect_plan(args_for(GroupLayout::masked, 17, 8, 4096, 330), automatic, 8 * 17 * 384 * 2, "tile 32x256");
-    expect_plan(args_for(GroupLayout::masked, 32, 8, 4096, 330), automatic, 8 * 32 * 384 * 2, "tile 32x256");
-    expect_plan(args_for(GroupLayout::masked, 33, 8, 4096, 330), automatic, 8 * 33 * 384 * 2, "tile 64x256");
-    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), automatic, 8 * 64 * 384 * 2, "tile 64x256");
-    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), forced, 8 * 64 * 384 * 2, "tile 32x256");
-    // Large groups stay on the decoding kernel; so does kernel path fp8's minimum.
+    expect_plan(args_for(GroupLayout::masked, 16, 8, 4096, 330), automatic, 8 * 16, "tile 16x256");
+    expect_plan(args_for(GroupLayout::masked, 17, 8, 4096, 330), automatic, 8 * 17, "tile 32x256");
+    expect_plan(args_for(GroupLayout::masked, 32, 8, 4096, 330), automatic, 8 * 32, "tile 32x256");
+    expect_plan(args_for(GroupLayout::masked, 33, 8, 4096, 330), automatic, 8 * 33, "tile 64x256");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), automatic, 8 * 64, "tile 64x256");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330), forced, 8 * 64, "tile 32x256");
+    // Large groups stay on the decoding kernel; so does kernel path fp8's minimum; and A's scales blocked in the
+    // contiguous form (padded per group, which the staging pass cannot see), while the masked form stages them.
     expect_plan(args_for(GroupLayout::contiguous, 8 * 1024, 8, 4096, 330), automatic, 0, "");
+    expect_plan(args_for(GroupLayout::contiguous, 8 * 64, 8, 4096, 330, ScaleLayout::blocked_128x4), automatic, 0, "");
+    expect_plan(args_for(GroupLayout::masked, 64, 8, 4096, 330, ScaleLayout::blocked_128x4), automatic, 8 * 64, "tile 64x256");
     GemmArguments ptr = args_for(GroupLayout::pointer_array, 0, 0, 0, 0);
     ptr.num_groups = 4;
     expect_plan(ptr, automatic, 0, "");
@@ -935,14 +940,14 @@ std::vector<std::size_t> register_operand_variants() {
 
 class GpuStagedTokens : public GpuVariantTest {};
 
-// The register-operand kernel with its tokens staged as bf16 in the weights' K order (forced by kernel path
-// staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms, every output type,
-// ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice inside a stage,
-// past a stage, and whole slices, which the staging pass stages in kernels of their own, short rows
-// and long ones), empty and one-row
-// groups, 256 groups, both ends of the scale range. The contiguous form with A's scales blocked, the
-// 16-token tile without staged tokens, and fp8-block128 tokens (whose scales the kernel applies per stage,
-// in a second set of accumulators) on the 384-weight tile, are refused before anything runs.
+// The register-operand kernel with its tokens staged as bf16 (fp8-block128 tokens: f16) in the weights' K order
+// (forced by kernel path staged with a register-operand tile): its three tiles (16 tokens too), both MoE forms,
+// every output type, ragged N (264 against 256 and 384) and K (inside the first 64-deep slice, past a slice
+// inside a stage, past a stage, and whole slices, which the staging pass stages in kernels of their own, short
+// rows, long ones, and rows longer than a pass's lanes hold at once), empty and one-row groups, 256 groups, both
+// ends of the scale range. The contiguous form with A's scales blocked, the 16-token tile without staged tokens,
+// and fp8-block128 tokens on the 384-weight tile (whose consumers do not decode from the scale codes, which
+// the f16 weights need), are refused before anything runs.
 TEST_P(GpuStagedTokens, EveryShape) {
   SKIP_WITHOUT_GPU();
   RecipeVariant v = variant();
@@ -972,12 +977,12 @@ TEST_P(GpuStagedTokens, EveryShape) {
     EXPECT_EQ(st.code, StatusCode::not_supported) << st.message;
     EXPECT_EQ(st.field, field) << st.message;
   };
-  const bool promoted = v.a.recipe == Recipe::fp8_block128;
+  const bool f16_tokens = v.a.recipe == Recipe::fp8_block128;
   for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{16, 256}, {32, 256}, {32, 384}}) {
     RunOptions o;
     o.tile_m = tile_m;
     o.tile_n = tile_n;
-    if (promoted && tile_n == 384) {
+    if (f16_tokens && tile_n == 384) {
       expect_refused(GroupLayout::masked, o, "tile");
       continue;
     }
@@ -987,10 +992,15 @@ TEST_P(GpuStagedTokens, EveryShape) {
         continue;
       }
       for (const auto& [d, k] : std::vector<std::pair<DataType, std::int32_t>>{
-               {DataType::f32, 48}, {DataType::f16, 376}, {DataType::bf16, 200}, {DataType::bf16, 320}, {DataType::bf16, 4160}}) {
-        // K = 4160: the whole-slices pass's long rows (520 chunks, four a lane over 130 lanes; stage_bf16.cu); one
-        // tile is enough for the pass.
-        if (k == 4160 && (tile_m != 32 || tile_n != 256)) continue;
+               {DataType::f32, 48},
+               {DataType::f16, 376},
+               {DataType::bf16, 200},
+               {DataType::bf16, 320},
+               {DataType::bf16, 4160},
+               {DataType::f32, 8256}}) {
+        // K = 4160: the whole-slices pass's long rows (520 chunks, four a lane over 130 lanes; stage_bf16.cu); 8256:
+        // 1032 chunks over 256 lanes, a second round of chunks a row. One tile is enough for the pass.
+        if (k >= 4160 && (tile_m != 32 || tile_n != 256)) continue;
         WorkloadSpec spec = make_spec(v, layout, d, moe_groups({64, 33, 1, 0, 17}, 264, k), ++seed);
         if (layout == GroupLayout::masked) spec.moe_rows = 72;
         HostWorkload host;
@@ -1046,9 +1056,9 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     EXPECT_NE(plan.find("tile 64x256"), std::string::npos) << plan;
     run_and_check(v, s, MemoryLocation::host);
     run_and_check(v, s, MemoryLocation::device, {}, &records_only);
-    // The 64-token tile (fp8-block128 tokens: two warpgroups of two slabs, half-slice fragments) on ragged N
-    // (the last tile's 8 weights) and K (past a stage, inside a slice); f16 out, and f32 at both ends of the
-    // scale range in the contiguous form.
+    // The 64-token tile on ragged N (the last tile's 8 weights) and K (past a stage, inside a slice); f16 out, and
+    // f32 at both ends of the scale range in the contiguous form (fp8-block128 tokens' mx32 weights: every slice
+    // of the extreme operand outside f16's window, added in fp32).
     for (const int end : {0, 1, 2}) {
       if (end > 0 && layout == GroupLayout::masked) continue;
       WorkloadSpec ragged = make_spec(v, layout, end == 0 ? DataType::f16 : DataType::f32,
@@ -1070,6 +1080,37 @@ TEST_P(GpuStagedTokens, ChosenByPlanner) {
     const std::string small_plan = describe_plan(small_host.args(), automatic);
     EXPECT_NE(small_plan.find("tile 16x256"), std::string::npos) << small_plan;
     run_and_check(v, small, MemoryLocation::device);
+  }
+}
+
+// Weights whose block scales straddle an end of f16's window for mx32 scales (codes 108 .. 132, scales 2^-19 ..
+// 32: src/core/scale_codes.hpp): with fp8-block128 tokens (f16 operands) a warp's slice whose codes all lie inside
+// is multiplied in F16 wgmma, any other is added in fp32 (mainloop_swapped.cuh's add_slice_in_fp32), both in one
+// tile; the other variants run the same inputs as one more pair of scale ranges. K = 1024: the weights' block
+// scales are 2^(u - 6 + b_exponent) for u in -3 .. 3 and a block maximum of 2 to 4 (codes 118 + b_exponent .. 125 +
+// b_exponent), so b_exponent 9 and -13 put some codes past each end. The planner's 64-, 32- and 16-token tiles,
+// both MoE forms, f32 out.
+TEST_P(GpuStagedTokens, ScalesAcrossTheF16Window) {
+  SKIP_WITHOUT_GPU();
+  const RecipeVariant v = variant();
+  std::uint64_t seed = seed_base(1350000);
+  for (const GroupLayout layout : {GroupLayout::contiguous, GroupLayout::masked}) {
+    if (layout == GroupLayout::contiguous && v.a.scale_layout == ScaleLayout::blocked_128x4) continue;
+    for (const int b_exponent : {9, -13})
+      for (const std::vector<std::int32_t>& ms :
+           {std::vector<std::int32_t>{64, 40, 1}, std::vector<std::int32_t>{32, 17}, std::vector<std::int32_t>{16, 3}}) {
+        WorkloadSpec s = make_spec(v, layout, DataType::f32, moe_groups(ms, 3336, 1024), ++seed);
+        s.b_exponent = b_exponent;
+        HostWorkload host;
+        ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+        RunOptions automatic;
+        automatic.backend = Backend::cuda;
+        automatic.path = v.path;
+        const std::string plan = describe_plan(host.args(), automatic);
+        EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
+        EXPECT_NE(plan.find("tile " + std::to_string(ms[0]) + "x"), std::string::npos) << plan;
+        run_and_check(v, s, MemoryLocation::host);
+      }
   }
 }
 
@@ -1154,7 +1195,6 @@ std::pair<int, int> planned_tile(const std::string& plan) {
 // (TMA); K = 1024 (64 or 32 codes) takes TMA dense too. Both MoE forms, on the tiles kernel path staged forces
 // and on the planner's own (N large enough that staging the tokens pays), every run checked against the
 // reference; each alignment rule broken alone is checked on the plan only (the buffers stay where they are).
-// fp8-block128 tokens on the 32x256 tile may keep the loaders, and are only run and checked there.
 TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
   SKIP_WITHOUT_GPU();
   const RecipeVariant v = variant();
@@ -1162,7 +1202,7 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
   staged.path = KernelPath::staged;
   const bool blocked_a = v.a.scale_layout == ScaleLayout::blocked_128x4;
   const bool linear_b = v.b.scale_layout == ScaleLayout::linear;
-  const bool promoted = v.a.recipe == Recipe::fp8_block128;
+  const bool f16_tokens = v.a.recipe == Recipe::fp8_block128;
   std::uint64_t seed = seed_base(1400000);
   // Checks `args`' plan under `options` against the rule; returns the plan.
   const auto expect_rule = [&](const GemmArguments& args, const RunOptions& options) {
@@ -1170,9 +1210,7 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
     EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
     const auto [tile_m, tile_n] = planned_tile(plan);
     const bool by_tma = plan.find("B's scale codes by TMA") != std::string::npos;
-    if (!(promoted && tile_m == 32 && tile_n == 256)) {
-      EXPECT_EQ(by_tma, tile_n == 256 && b_scale_codes_tma_aligned(args)) << plan;
-    }
+    EXPECT_EQ(by_tma, tile_n == 256 && b_scale_codes_tma_aligned(args)) << plan;
     return plan;
   };
   const auto cuda_options_for = [](const RecipeVariant& run_v, const RunOptions& o) {
@@ -1203,7 +1241,7 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
     }
   };
   for (const auto& [tile_m, tile_n] : std::vector<std::pair<int, int>>{{16, 256}, {32, 256}, {32, 384}}) {
-    if (promoted && tile_n == 384) continue;  // refused (EveryShape)
+    if (f16_tokens && tile_n == 384) continue;  // refused (EveryShape)
     RunOptions o;
     o.tile_m = tile_m;
     o.tile_n = tile_n;
@@ -1222,7 +1260,7 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
       for (const std::int32_t k : {200, 1024}) both_ways(v, {}, layout, moe_groups(ms, 3336, k), 0, tile_m);
   }
   if (!linear_b) return;
-  // One rule broken at a time on a call that otherwise takes TMA (16 tokens: no fp8-block128 exception).
+  // One rule broken at a time on a call that otherwise takes TMA.
   WorkloadSpec spec = make_spec(staged, GroupLayout::masked, DataType::bf16, moe_groups({16, 5}, 264, 1024), ++seed);
   spec.padded_strides = true;
   HostWorkload host;

@@ -61,4 +61,9 @@ struct WgmmaBf16RegisterA;
 
 #include "src/cuda/ptx/wgmma_bf16.inc"
 
+template <int N>
+struct WgmmaF16RegisterA;
+
+#include "src/cuda/ptx/wgmma_f16.inc"
+
 }  // namespace bsgemm::ptx

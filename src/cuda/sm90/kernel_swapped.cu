@@ -1,6 +1,6 @@
 // Instantiations of the register-operand kernel: FP4 weights (mxfp4, nvfp4) with mxfp8 or same-recipe
-// FP4 tokens, decoded on chip or staged as bf16, or fp8-block128 tokens staged as bf16 without their
-// scales (applied per stage in the kernel); 16, 32 or 64 tokens per tile.
+// FP4 tokens, decoded on chip or staged as bf16, or fp8-block128 tokens staged as f16 with their scales
+// folded in (F16 wgmma); 16, 32 or 64 tokens per tile.
 #include "src/cuda/sm90/kernel_swapped.cuh"
 
 namespace bsgemm::cuda {
@@ -14,7 +14,7 @@ using Mx8Nv4 = SwappedCombination<false, G::mx32, G::nv16>;
 // Tokens of any of those recipes staged as bf16 in the weights' K order (stage_bf16.cu).
 using StagedMx4 = SwappedCombination<false, G::staged, G::mx32>;
 using StagedNv4 = SwappedCombination<false, G::staged, G::nv16>;
-// fp8-block128 tokens staged as bf16 without their scales.
+// fp8-block128 tokens staged as f16 with their scales folded in.
 using Block128Mx4 = SwappedCombination<false, G::block128, G::mx32>;
 using Block128Nv4 = SwappedCombination<false, G::block128, G::nv16>;
 }  // namespace

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 
+#include "src/cuda/ptx/global.cuh"
 #include "src/cuda/sm90/epilogue.cuh"
 #include "src/cuda/sm90/kernel_common.cuh"
 #include "src/cuda/sm90/kernel_decode.cuh"
@@ -21,13 +22,54 @@
 
 namespace bsgemm::cuda {
 
+// f16 tokens (Traits::kF16): the powers of two of the tile's tokens in KernelParams::token_factors (the staging pass
+// wrote them; the tile's are contiguous).
+template <class Traits>
+__device__ __forceinline__ const float* tile_token_factors(const KernelParams& p, const core::TileCoord& c, const DeviceGroup* g) {
+  return p.token_factors + static_cast<std::int64_t>(read_only(g->a_batch0) + c.l) * p.token_factor_rows + read_only(g->a_row0) +
+         static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+}
+
+// ... brought into L1 before the tile's mainloop by each warp's first lane (at most 256 bytes: two lines), so that
+// the epilogue's loads of them (apply_token_factors) do not wait on L2.
+template <class Traits>
+__device__ __forceinline__ void prefetch_token_factors(const KernelParams& p, const core::TileCoord& c, const DeviceGroup* g) {
+  if (threadIdx.x % 32 != 0) return;
+  const float* factors = tile_token_factors<Traits>(p, c, g);
+#pragma unroll
+  for (int line = 0; line < (Traits::kBlockM * 4 + 127) / 128; ++line) ptx::prefetch_global_l1(factors + 32 * line);
+}
+
+// Each token's power of two back into its accumulators (column 8 j + 2 q + e of register 4 j + e and 4 j + 2 + e);
+// tokens past the group's end take 0 (not stored).
+template <class Traits>
+__device__ __forceinline__ void apply_token_factors(const KernelParams& p, const SwappedMainloop<Traits>& mainloop,
+                                                    const core::TileCoord& c, const DeviceGroup* g, std::int64_t token0,
+                                                    float (&acc)[Traits::kSlabs][Traits::kAccumulators]) {
+  // The thread's tokens are token0 + 2 q + 8 j + e: one base, offsets 8 j + e, and their count below the end.
+  const float* factors = tile_token_factors<Traits>(p, c, g) + mainloop.accumulator_token(0);
+  const std::int64_t left = read_only(g->m) - (token0 + mainloop.accumulator_token(0));
+#pragma unroll
+  for (int i = 0; i < Traits::kAccumulators; ++i) {
+    if (i % 4 >= 2) continue;  // registers 4 j + 2 + e share columns with 4 j + e
+    const int offset = mainloop.accumulator_token(i) - mainloop.accumulator_token(0);  // 8 j + e
+    const float factor = offset < left ? __ldg(factors + offset) : 0.0f;
+#pragma unroll
+    for (int slab = 0; slab < Traits::kSlabs; ++slab) {
+      acc[slab][i] *= factor;
+      acc[slab][i + 2] *= factor;
+    }
+  }
+}
+
 // One tile's output: the accumulators' rows are weights (D's columns), their columns tokens (D's rows).
 template <class Traits>
 __device__ __forceinline__ void store_swapped_tile(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const SwappedMainloop<Traits>& mainloop, const core::TileCoord& c,
                                                    const DeviceGroup* g, int consumer,
-                                                   const float (&acc)[Traits::kSlabs][Traits::kAccumulators]) {
+                                                   float (&acc)[Traits::kSlabs][Traits::kAccumulators]) {
   const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM;
+  if constexpr (Traits::kF16) apply_token_factors<Traits>(p, mainloop, c, g, token0, acc);
   TileOutput output = tile_output(p, g, c.l);
   output.alpha *= SwappedMainloop<Traits>::kAccumulatorScale;  // the weights' 2^-kWeightExponent back
 #pragma unroll
@@ -49,8 +91,9 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   float acc[Traits::kSlabs][Traits::kAccumulators];
   // k-blocks [kb_begin, kb_begin + k_blocks) of the current tile into acc.
   const auto accumulate = [&](int kb_begin, int k_blocks, std::int64_t k) {
+    bool left_out = false;  // weights the f16 fragments could not hold (mainloop_swapped.cuh's add_tile_in_fp32)
     if constexpr (Traits::kLoadersWriteCodes) {
-      mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
+      left_out = mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else if constexpr (Traits::kScaleCodeWindows) {
       // Uniform across the grid: one of the two loops for every tile.
       if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
@@ -59,6 +102,9 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
       mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else {
       mainloop.accumulate_tile(ss, pipe, raw, decoded, k_blocks, k, acc);
+    }
+    if constexpr (Traits::kF16 && Traits::kBScales == ScaleGranularity::mx32) {
+      if (left_out) mainloop.add_tile_in_fp32(p, g, c, kb_begin, k_blocks, acc);
     }
   };
   if constexpr (Traits::kStreamK) {
@@ -71,6 +117,9 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
       const core::StreamKSplit split = StreamKTileWalker::split_of(p);
       if (!walker.next(p, split, &u, &c, &g)) break;
       const bool partial = u.kb_begin > 0;
+      if constexpr (Traits::kF16) {
+        if (!partial) prefetch_token_factors<Traits>(p, c, g);
+      }
       const std::int32_t contributors_end =
           !partial && u.kb_end < split.k_blocks
               ? static_cast<std::int32_t>(core::stream_k_contributors_end(split, blockIdx.x, u.tile))
@@ -86,6 +135,7 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   } else {
     TileWalker<Traits::kHeavyFirstWalk, false, Traits::kConsumerSearch> walker(p);
     while (walker.next(p, &c, &g)) {
+      if constexpr (Traits::kF16) prefetch_token_factors<Traits>(p, c, g);
       const std::int64_t k = read_only(g->k);
       accumulate(0, static_cast<int>(core::ceil_div(k, kBlockK)), k);
       store_swapped_tile<Traits>(p, ss, mainloop, c, g, consumer, acc);
@@ -119,13 +169,10 @@ struct SwappedCombination {
       const auto wide = [&](auto whole, auto split) { return stream_k ? f(split) : f(whole), true; };
       if (block_m == 16 && block_n == 256) return wide(Traits<16, 1, 4>{}, Traits<16, 1, 4, true>{});
       if (block_m == 32 && block_n == 256) return wide(Traits<32, 1, 4>{}, Traits<32, 1, 4, true>{});
-      // fp8-block128 tokens hold a second set of accumulators (one stage's products): 64 x 256 fits only on
-      // two warpgroups of two slabs (168 registers a thread) with half-slice fragments (mainloop_swapped.cuh);
-      // 32 x 384 would spill.
-      if constexpr (AScales == ScaleGranularity::block128) {
-        if (block_m == 64 && block_n == 256) return wide(Traits<64, 2, 2>{}, Traits<64, 2, 2, true>{});
-      } else {
-        if (block_m == 64 && block_n == 256) return wide(Traits<64, 1, 4>{}, Traits<64, 1, 4, true>{});
+      if (block_m == 64 && block_n == 256) return wide(Traits<64, 1, 4>{}, Traits<64, 1, 4, true>{});
+      // Not for fp8-block128 tokens (f16 operands), whose weights decode from their scale codes only, which the
+      // 384-weight tile's consumers do not hold (kernel_traits_swapped.cuh's kScaleCodeWindows).
+      if constexpr (AScales != ScaleGranularity::block128) {
         if (block_m == 32 && block_n == 384) return f(Traits<32, 2, 3>{}), true;
       }
     } else {

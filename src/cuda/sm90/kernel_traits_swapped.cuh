@@ -21,9 +21,12 @@
 // Where a pass before the kernel has staged the tokens as bf16 in that order (AScales == staged,
 // stage_bf16.cu with weights_order), TMA brings them into each raw stage as two 128-byte-swizzled halves,
 // wgmma's B operand as it is: no token decode, no decoded tiles and their barriers, no token scales.
-// fp8-block128 tokens (AScales == block128) are staged the same way without their scales, whose fp32 values
-// bf16 could not hold exactly: the kernel applies them per 128-deep stage, each stage's product accumulated
-// apart and added into the tile's accumulators times the token's scale (kPromoteTokens).
+// fp8-block128 tokens (AScales == block128) carry fp32 scales that neither bf16 nor f16 can hold exactly with
+// their values: the pass stages them as f16 with the scales folded in and rounded (core::block128_token_exponent:
+// each row divided by a power of two that keeps it inside f16's range, relative error at most 2^-11), the
+// weights decode to f16 (exact for every nv16 scale and for the mx32 scales 2^-19 .. 32, the rest added in fp32:
+// mainloop_swapped.cuh), the wgmma are F16, and each token's outputs take its power of two back in the epilogue
+// (kF16): no second set of accumulators, so the tiles run on four warpgroups like the other staged tokens'.
 #pragma once
 
 #include <cstddef>
@@ -39,7 +42,6 @@ namespace bsgemm::cuda {
 // APacked / AScales: the tokens (e2m1, or e4m3/e5m2 chosen at run time); BScales: the FP4 weights'.
 // Consumers: consumer warpgroups, two, or with staged tokens three or four, whose extra warps hide the
 // latency of the weights' decode (two consumer warps per scheduler issue in 40% of cycles, run 60);
-// fp8-block128 tokens' 64-token tile takes two (its second set of accumulators: kernel_swapped.cuh).
 // StreamK: the walk splits the last round's tiles over K (below; staged-token tiles 256 weights wide only).
 template <bool APacked, ScaleGranularity AScales, ScaleGranularity BScales, int Tokens, int Slabs = 2, int Consumers = 2,
           bool StreamK = false>
@@ -49,8 +51,9 @@ struct SwappedKernelTraits {
                     (Consumers == 4 && Slabs == 1),
                 "two fragment sets and the accumulators fit the consumers' registers");
   static_assert(BScales != ScaleGranularity::block128, "the weights' scales are folded into their decoded values");
-  static constexpr bool kPromoteTokens = AScales == ScaleGranularity::block128;
-  static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged || kPromoteTokens;
+  // f16 operands: fp8-block128 tokens staged as f16 with their scales folded in, the weights decoded to f16.
+  static constexpr bool kF16 = AScales == ScaleGranularity::block128;
+  static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged || kF16;
   static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
   static_assert(Consumers == 2 || kTokensStaged, "the token decode is split between two warpgroups");
   static_assert(Tokens != 16 || kTokensStaged, "16 token rows are too few for the token decode's split");
@@ -79,17 +82,15 @@ struct SwappedKernelTraits {
   static constexpr int kAccumulators = Tokens / 2;
   static constexpr bool kDirectEpilogue = false;  // it writes D^T: columns of an n-major D (epilogue.cuh)
   static constexpr bool kHeavyFirstWalk = heavy_first_walk(true, true, AScales, Tokens, kBlockN);  // tile_walker.cuh
-  // The warp's search, but for fp8-block128 tokens' 16-token tile, 1.5-1.8% slower with it at decode-G128-M16 than
-  // with the lane's (bench/NOTES.md version 46); the other instantiations measured 0.1-2.1% faster with it.
-  static constexpr GroupSearch kConsumerSearch =
-      kPromoteTokens && Tokens == 16 ? GroupSearch::by_lane : GroupSearch::by_warp;
+  // The warp's search: 0.1-2.1% faster than the lane's (bench/NOTES.md version 46).
+  static constexpr GroupSearch kConsumerSearch = GroupSearch::by_warp;
   static constexpr int kEpilogueBoxes = 0;        // not the FP8 kernel's TMA-store boxes (epilogue.cuh) ...
   // ... but with staged tokens each slab through a TMA store of the tile's tokens by 64 weights, where
   // KernelParams::d_map is ready (store_transposed_slab), its box in the slab's warpgroup's staging room.
   static constexpr bool kTransposedBoxes = kTokensStaged && transposed_slab_stores(kBlockN);
   static_assert(Tokens * 2 * kEpilogueBoxColumns <= 64 * kEpiloguePitch * static_cast<int>(sizeof(float)));
 
-  static constexpr int kStepsA = kPromoteTokens ? 1 : kTokensStaged ? 0 : scale_steps(AScales);
+  static constexpr int kStepsA = kTokensStaged ? 0 : scale_steps(AScales);
   // The scale loaders' rows of A (a warp's at least) and whether they load A's scales at all.
   static constexpr int kScaleRowsA = Tokens < 32 ? 32 : Tokens;
   static constexpr bool kLoadsAScales = kStepsA > 0;
@@ -98,15 +99,16 @@ struct SwappedKernelTraits {
   // stage (sfb's room), the consumers decoding the code they need instead of reading fp32 from the loaders: the
   // staged-token tiles 256 weights wide. TMA brings the window with each stage where the scales' layout allows
   // (KernelParams::sfb_by_tma; measured -7 to -13% against the loaders' fp32, bench/NOTES.md version 23). The
-  // 384-weight tile's consumers spilled 172 bytes with the codes' loop, and fp8-block128 tokens' 32-token tile's 4.
-  static constexpr bool kScaleCodeWindows = kTokensStaged && kBlockN == 256 && !(kPromoteTokens && Tokens == 32);
+  // 384-weight tile's consumers spilled 172 bytes with the codes' loop.
+  static constexpr bool kScaleCodeWindows = kTokensStaged && kBlockN == 256;
   // Whether the scale loaders, where TMA does not bring the windows, write the stage's codes into them as well
   // (ScaleRows::store_codes) instead of fp32 scales, so that the consumers have one loop and a stage's room is the
   // window's 16 bytes a row: nv16's fp32 scales took 32, one raw stage fewer (64 tokens: 4 against 5; 16 tokens:
   // 6 against 7). Measured (bench/NOTES.md version 52): the blocked 128x4 layout's decode rows (the loaders' path)
-  // -0.4 to -8.5%; with TMA's codes, decode-G128-M16 nvfp4 -1.3% but mxfp4 +2%, G32-M64 level to -0.7%. Not
-  // fp8-block128 tokens' 16-token tile, which spilled 8 bytes with the one loop.
-  static constexpr bool kLoadersWriteCodes = kScaleCodeWindows && !(kPromoteTokens && Tokens == 16);
+  // -0.4 to -8.5%; with TMA's codes, decode-G128-M16 nvfp4 -1.3% but mxfp4 +2%, G32-M64 level to -0.7%. The f16
+  // operands' decode has this loop only.
+  static constexpr bool kLoadersWriteCodes = kScaleCodeWindows;
+  static_assert(!kF16 || kLoadersWriteCodes, "the f16 weights decode from their scale codes");
   // Whether the walk splits its last round's tiles over K (KernelParams::stream_k, tile_walker.cuh's
   // StreamKTileWalker): an instantiation of its own, launched where the host's count of tiles leaves the last
   // round at most half full (core::plan_stream_k), since its walk costs 2-5% where nothing splits (bench/NOTES.md
@@ -116,10 +118,9 @@ struct SwappedKernelTraits {
   static_assert(!kStreamK || (kTokensStaged && kBlockN == 256), "stream-K: staged-token tiles 256 weights wide");
   // Whether the producer brings its first tile's first stages of weights into L2 before griddepcontrol.wait, under
   // the staging pass's end (kernel_decode.cuh's prefetch_first_weights): nvfp4 weights' decode rows -0.2 to -0.8%
-  // with it; mxfp4 weights' +0.25 to +0.4%, fp8-block128 tokens' 16-token tile +1% at decode-G128-M16 (bench/NOTES.md
-  // version 48). The whole-tile walk only: the stream-K one is launched for prefill-sized calls.
-  static constexpr bool kPrefetchFirstWeights =
-      kTokensStaged && !kStreamK && !kPromoteTokens && BScales == ScaleGranularity::nv16;
+  // with it; mxfp4 weights' +0.25 to +0.4% (bench/NOTES.md version 48). The whole-tile walk only: the stream-K one
+  // is launched for prefill-sized calls.
+  static constexpr bool kPrefetchFirstWeights = kTokensStaged && !kStreamK && BScales == ScaleGranularity::nv16;
   static_assert(!kStreamK || Consumers * Slabs * kAccumulators * kThreadsPerWarpgroup <= static_cast<int>(kStreamKPartialFloats));
   // The stage's window of codes: kScaleCodeWindow bytes of each of the tile's weight rows (TMA's box), in sfb's
   // room, which holds kSfbSteps floats a row: the window's where only codes come, else the fp32 scales' kStepsB.
@@ -134,7 +135,7 @@ struct SwappedKernelTraits {
   static constexpr int kTokenChunks = Tokens * (kDecodedK / 8);
   static_assert(kTokensStaged || kTokenChunks % (2 * kThreadsPerWarpgroup) == 0);
 
-  // Staged tokens: half h of a stage's tokens (K 64 h .. 64 h + 63, Tokens rows of 128 bytes) at
+  // Staged tokens: half h of a stage's tokens (K 64 h .. 64 h + 63, Tokens rows of 128 bytes of bf16 or f16) at
   // a + h * kTokenHalfBytes, 1024-byte aligned for the swizzle.
   static constexpr int kTokenHalfBytes = Tokens * 128;
   struct alignas(kTokensStaged ? 1024 : 128) RawStage {
@@ -168,7 +169,7 @@ struct SwappedKernelTraits {
     // core::kBf16SelectorsLow once per lane, read once into a register (mainloop_swapped.cuh).
     std::uint32_t selector_table[32];
   };
-  // Staged tokens: no decoded tiles, and token scales only where the kernel applies them (fp8-block128).
+  // Staged tokens: no decoded tiles, no token scales.
   struct StagedTokensStorage {
     // First, where the boxes' 1024-byte alignment (the 128-byte swizzle) needs no padding: each
     // consumer's room is 9 KB.
@@ -179,8 +180,6 @@ struct SwappedKernelTraits {
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];
-    // Last, so that the other members lie where they do without it.
-    alignas(16) float sfa[kStages][1][kPromoteTokens ? kScaleRowsA : 1];
   };
   using SharedStorage = std::conditional_t<kTokensStaged, StagedTokensStorage, DecodingStorage>;
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;

@@ -111,19 +111,24 @@ int staged_kernel_stages(const KernelChoice& choice);
 // src[batch][row][k] * scale(batch, row, k), ue8m0 per 32 of K (mxfp8, mxfp4) or ue4m3 per 16 (nvfp4;
 // its global scale stays in alpha). Exact in bf16 for every e2m1 value at every scale, and for e4m3 / e5m2
 // down to scales of 2^-124 / 2^-117 (below, the smallest elements round; the decoding kernel's rule).
+// fp8-block128 tokens (block128_f16) are staged as f16 instead: each row times its f32 (or ue8m0) scales per 128
+// of K and divided by a power of two of its own, rounded to f16, the power of two into factors[batch * rows + row]
+// (core::block128_token_exponent).
 struct StageOperand {
   const std::uint8_t* src = nullptr;  // K-major elements
   DataType element = DataType::e4m3;  // e4m3, e5m2 or e2m1 (two per byte, the low nibble first)
   bool nv16 = false;                  // ue4m3 scales per 16 of K instead of ue8m0 per 32
+  bool block128_f16 = false;          // fp8-block128 tokens as f16, in the weights' f16 order
   std::int64_t rows = 0, k = 0, ld = 0, batches = 1, batch_stride = 0;  // in elements
-  const std::uint8_t* scales = nullptr;  // the scale codes; null: staged unscaled (fp8-block128 tokens, whose
-                                         // fp32 scales the register-operand kernel applies itself)
+  const std::uint8_t* scales = nullptr;  // the scales: 8-bit codes, or block128_f16's f32 or ue8m0 (scale_type)
+  DataType scale_type = DataType::ue8m0;
   ScaleLayout scale_layout = ScaleLayout::linear;
-  std::int64_t scale_ld = 0, scale_batch_stride = 0;
-  std::uint16_t* dst = nullptr;  // bf16 bits
+  std::int64_t scale_ld = 0, scale_batch_stride = 0;  // in scales
+  std::uint16_t* dst = nullptr;  // bf16 bits (f16 for block128_f16)
   std::int64_t dst_ld = 0, dst_batch_stride = 0;
-  // Each 64-deep slice of a row written in the register-operand kernel's K order (core::weights_order_slot),
-  // the last slice padded with zeros (dst_ld is then weights_order_ld(k)).
+  float* factors = nullptr;  // block128_f16: each row's power of two
+  // Each 64-deep slice of a row written in the register-operand kernel's K order (core::weights_order_slot, or
+  // weights_order_slot_f16 for block128_f16), the last slice padded with zeros (dst_ld is then weights_order_ld(k)).
   bool weights_order = false;
   // Flags the pass zeroes before the GEMM kernel that follows it reads them (KernelParams::partial_flags).
   std::int32_t* flags_to_zero = nullptr;

@@ -9,13 +9,17 @@
 //
 // With staged tokens (Traits::kTokensStaged) the wgmma read the tokens straight from the raw stage: the
 // consumers only decode weights, and the warpgroups meet nowhere but at the raw stages' barriers. That loop
-// walks a stage in pieces (whole slices, or half slices where fp8-block128 tokens' second set of
-// accumulators takes the registers of the second fragment set), each decoded under the wgmma of the last.
-// Weights are decoded by bit placement (core::e2m1x8_to_tiny_bf16_pairs, decode_weights), tokens through
-// the byte tables (core::e2m1x8_to_bf16_pairs), whose exact bf16 needs no accumulator scale.
+// walks a stage slice by slice, each decoded under the wgmma of the last. fp8-block128 tokens come staged as
+// f16 (Traits::kF16): the weights then decode to f16 and the wgmma are F16, the rest as with bf16.
+// Weights are decoded by bit placement (core::e2m1x8_to_tiny_bf16_pairs or e2m1x8_to_tiny_f16_pairs,
+// decode_weights), tokens through the byte tables (core::e2m1x8_to_bf16_pairs), whose exact bf16 needs no
+// accumulator scale.
 #pragma once
 
+#include <cuda_fp16.h>
+
 #include <cstdint>
+#include <type_traits>
 
 #include "src/core/fp4_to_fp8.hpp"
 #include "src/core/scale_codes.hpp"
@@ -25,6 +29,7 @@
 #include "src/cuda/ptx/wgmma.cuh"
 #include "src/cuda/sm90/decode_bf16.cuh"
 #include "src/cuda/sm90/kernel_traits_swapped.cuh"
+#include "src/cuda/sm90/tile_walker.cuh"
 #include "src/cuda/sm90/pipeline.cuh"
 #include "src/cuda/sm90/scale_loader.cuh"
 
@@ -33,21 +38,15 @@ namespace bsgemm::cuda {
 template <class Traits>
 struct SwappedMainloop {
   using Storage = typename Traits::SharedStorage;
-  using Mma = ptx::WgmmaBf16RegisterA<Traits::kBlockM>;
+  using Mma = std::conditional_t<Traits::kF16, ptx::WgmmaF16RegisterA<Traits::kBlockM>, ptx::WgmmaBf16RegisterA<Traits::kBlockM>>;
   static constexpr int kAcc = Traits::kAccumulators;
   static constexpr int kSlabs = Traits::kSlabs;
   static constexpr int kSteps = kDecodedK / 16;
   static constexpr int kTokenChunksPerThread = Traits::kTokenChunks / (2 * kThreadsPerWarpgroup);
-  // A fragments of one piece of a slice: [slab][k16 step][register]; register 0: row g, slots j = 0, 1;
-  // 1: row g + 8, j = 0, 1; 2: row g, j = 2, 3; 3: row g + 8, j = 2, 3 (the PTX fragment layout of a 64x16
-  // bf16 A). A piece is `Words` 4-byte code words of each of the thread's rows, two k16 steps per word: the
-  // whole 64-deep slice (2), or half of it (1).
-  template <int Words>
-  using FragmentsOf = std::uint32_t[kSlabs][2 * Words][4];
-  using Fragments = FragmentsOf<2>;
-  // The staged-token loop's piece: half slices where fp8-block128's second set of accumulators leaves no room
-  // for two sets of whole-slice fragments (64 tokens on two slabs: 64 + 64 accumulators, 168 registers).
-  static constexpr int kStagedPieceWords = Traits::kPromoteTokens && Traits::kBlockM == 64 ? 1 : 2;
+  // A fragments of one 64-deep slice: [slab][k16 step][register]; register 0: row g, slots j = 0, 1; 1: row
+  // g + 8, j = 0, 1; 2: row g, j = 2, 3; 3: row g + 8, j = 2, 3 (the PTX fragment layout of a 64x16 bf16 or f16
+  // A). Two 4-byte code words of each of the thread's rows, two k16 steps per word.
+  using Fragments = std::uint32_t[kSlabs][kSteps][4];
 
   int consumer, warp, g, q;
   int decoder;  // this thread's index among the 256 token decoders
@@ -82,16 +81,12 @@ struct SwappedMainloop {
   // (0.5 x 2^-131 = 2^-132, above bf16's smallest subnormal 2^-133).
   static constexpr int kWeightExponent = Traits::kBScales == ScaleGranularity::nv16 ? 7 : 4;
   static constexpr float kAccumulatorScale = static_cast<float>(1 << kWeightExponent);
-  // 2^(kTinyBf16Exponent - kWeightExponent): 448 x 2^119 and 32 x 2^122 fit bf16's exponent range.
+  // 2^(kTinyBf16Exponent - kWeightExponent): 448 x 2^119 and 32 x 2^122 fit bf16's exponent range. The f16
+  // operands' lifts 2^(kTinyF16Exponent - kWeightExponent) are 2^7 (nv16) and 2^10 (mx32, ue8m0_lifted_f16x2).
   static_assert(core::kTinyBf16Exponent == 126 && core::kUe4m3Lift == 0x1p119f && core::kUe8m0Lift == 0x1p122f,
                 "the lifts of src/core/scale_codes.hpp");
-
-  // Whether decode_weights makes the lifted scales' bf16 pairs from the codes where they allow it (Codes):
-  // measured -3 to -5% on the mx32 rows, within 1% on the nv16 ones (bench/NOTES.md, run 84). Not nv16 weights
-  // with fp8-block128 tokens' 64-token tile (two warpgroups of two slabs, half-slice pieces), which keeps the fp32
-  // path: +9% with the lift in run 84, +6.6% with version 53's in run 159, where mx32 weights' tile gained 2.3%.
-  static constexpr bool kLiftsScaleCodes =
-      !(Traits::kPromoteTokens && Traits::kBlockM == 64 && Traits::kBScales == ScaleGranularity::nv16);
+  static_assert(core::kTinyF16Exponent == 14 && core::kUe4m3F16Lift == 0x1p7f && core::kUe8m0F16Highest == 132,
+                "the f16 lifts of src/core/scale_codes.hpp");
 
   // A row's scale code in raw stage s where B's scales came as codes in their windows (Codes: by TMA, or by the
   // scale loaders where Traits::kLoadersWriteCodes), else as fp32 by step and row (sfb[s][step][row], the
@@ -114,16 +109,14 @@ struct SwappedMainloop {
   // The column of k-block kb's first code in its window of B's scale codes.
   __device__ __forceinline__ static int scale_window_col(int kb) { return scale_code_window_col(kb, Traits::kStepsB); }
 
-  // This thread's weights of piece `piece` of raw stage s: of half slice `half`, the stored positions
-  // 64 half + 16 q .. + 15 of each of its rows (whole slices: one 8-byte load each), or the eight at
-  // 64 half + 16 q + 8 w (half slices, w = piece % 2: one 4-byte load), decoded and scaled into fragments.
-  // window_col: scale_window_col of the stage's k-block where Codes.
-  template <int Words = 2, bool Codes = false>
-  __device__ __forceinline__ void decode_weights(const Storage& ss, int s, int piece, FragmentsOf<Words>& frag,
+  // This thread's weights of half (slice) `half` of raw stage s: the stored positions 64 half + 16 q .. + 15 of
+  // each of its rows (one 8-byte load each), decoded and scaled into fragments. window_col: scale_window_col of
+  // the stage's k-block where Codes. Returns whether some of the warp's weights of the slice are left out of the
+  // fragments (as zeros) for add_tile_in_fp32 after the tile: f16 operands' mx32 scales outside f16's window.
+  template <bool Codes = false>
+  __device__ __forceinline__ bool decode_weights(const Storage& ss, int s, int half, Fragments& frag,
                                                  int window_col = 0) const {
-    constexpr int kPiecesPerSlice = 2 / Words;
-    const int half = piece / kPiecesPerSlice;
-    std::uint32_t codes[kSlabs][2][Words];
+    std::uint32_t codes[kSlabs][2][2];
     float scale[kSlabs][2];
     std::uint32_t scale_code[kSlabs][2];  // Codes
 #pragma unroll
@@ -131,23 +124,22 @@ struct SwappedMainloop {
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
         const int row = weight_row(slab, upper);
-        const std::uint8_t* first =
-            ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q + 4 * Words * (piece % kPiecesPerSlice);
-        if constexpr (Words == 2) {
-          const uint2 both = *reinterpret_cast<const uint2*>(first);
-          codes[slab][upper][0] = both.x;
-          codes[slab][upper][1] = both.y;
-        } else {
-          codes[slab][upper][0] = *reinterpret_cast<const std::uint32_t*>(first);
-        }
+        const uint2 both = *reinterpret_cast<const uint2*>(ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q);
+        codes[slab][upper][0] = both.x;
+        codes[slab][upper][1] = both.y;
         const int step = Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2;
         if constexpr (Codes) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
         else scale[slab][upper] = ss.sfb[s][step][row];
       }
+    if constexpr (Traits::kF16) {
+      static_assert(Codes, "the f16 weights decode from their scale codes (kernel_traits_swapped.cuh)");
+      return decode_f16_weights(codes, scale_code, frag);
+    }
     // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
     // allows it (normal ue4m3 scales, ue8m0 ones up to 32: src/core/scale_codes.hpp), as realistic weights'
-    // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per piece.
-    if constexpr (Codes && kLiftsScaleCodes) {
+    // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per slice. Measured -3
+    // to -5% on the mx32 rows against the fp32 path, within 1% on the nv16 ones (bench/NOTES.md, run 84).
+    if constexpr (Codes) {
       bool lifts = true;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
@@ -159,10 +151,9 @@ struct SwappedMainloop {
         for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
           for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = scale_code_lifted_pair(scale_code[slab][upper]);
-        return scale_rows<ScaleSteps::lifted_pair, Words>(codes, lifted, frag);
+        scale_rows<ScaleSteps::lifted_pair>(codes, lifted, frag);
+        return false;
       }
-    }
-    if constexpr (Codes) {
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
@@ -170,16 +161,20 @@ struct SwappedMainloop {
     }
     // mx32: one multiply where every scale of the warp's rows is at most 32 (2^(e + 122) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
-    // divergence, one vote per piece.
+    // divergence, one vote per slice.
     if constexpr (Traits::kBScales == ScaleGranularity::mx32) {
       bool small = true;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
         for (int upper = 0; upper < 2; ++upper) small = small && scale[slab][upper] <= core::kUe8m0LiftedScaleLimit;
-      if (!__all_sync(0xFFFFFFFFu, small)) return scale_rows<ScaleSteps::two, Words>(codes, scale, frag);
+      if (!__all_sync(0xFFFFFFFFu, small)) {
+        scale_rows<ScaleSteps::two>(codes, scale, frag);
+        return false;
+      }
     }
-    scale_rows<ScaleSteps::one, Words>(codes, scale, frag);
+    scale_rows<ScaleSteps::one>(codes, scale, frag);
+    return false;
   }
 
   // How decoded codes (e2m1 x 2^-126) take their scale: one multiply by the scale lifted by
@@ -188,37 +183,155 @@ struct SwappedMainloop {
   enum class ScaleSteps { one, two, lifted_pair };
   static constexpr float kLift = Traits::kBScales == ScaleGranularity::nv16 ? core::kUe4m3Lift : core::kUe8m0Lift;
 
-  template <ScaleSteps Steps, int Words, class Scale>
-  __device__ __forceinline__ static void scale_rows(const std::uint32_t (&codes)[kSlabs][2][Words],
-                                                    const Scale (&scale)[kSlabs][2], FragmentsOf<Words>& frag) {
+  template <ScaleSteps Steps, class Scale>
+  __device__ __forceinline__ static void scale_rows(const std::uint32_t (&codes)[kSlabs][2][2],
+                                                    const Scale (&scale)[kSlabs][2], Fragments& frag) {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
         // Word i of code word h (positions 8 h + i and + 4) feeds step 2 h + i / 2, slots j = 2 (i % 2) + {0, 1}
         // (kernel_traits_swapped.cuh).
-        std::uint32_t w[Words][4];
+        std::uint32_t w[2][4];
 #pragma unroll
-        for (int h = 0; h < Words; ++h) core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper][h], w[h]);
+        for (int h = 0; h < 2; ++h) core::e2m1x8_to_tiny_bf16_pairs(codes[slab][upper][h], w[h]);
         if constexpr (Steps == ScaleSteps::lifted_pair) {
 #pragma unroll
-          for (int h = 0; h < Words; ++h)
+          for (int h = 0; h < 2; ++h)
 #pragma unroll
             for (int i = 0; i < 4; ++i) w[h][i] = core::bf16x2_multiply(w[h][i], scale[slab][upper]);
         } else if constexpr (Steps == ScaleSteps::one) {
           const float lifted = scale[slab][upper] * kLift;
 #pragma unroll
-          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], lifted);
+          for (int h = 0; h < 2; ++h) scale_bf16x2(w[h], lifted);
         } else {
 #pragma unroll
-          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], core::kUe8m0Lift);
+          for (int h = 0; h < 2; ++h) scale_bf16x2(w[h], core::kUe8m0Lift);
 #pragma unroll
-          for (int h = 0; h < Words; ++h) scale_bf16x2(w[h], scale[slab][upper]);
+          for (int h = 0; h < 2; ++h) scale_bf16x2(w[h], scale[slab][upper]);
         }
+        place_words(w, upper, frag[slab]);
+      }
+  }
+
+  // Word i of code word h feeds step 2 h + i / 2, fragment registers 2 (i % 2) + upper (both orders of the
+  // pairs: kernel_traits_swapped.cuh, core::weights_order_slot and weights_order_slot_f16).
+  __device__ __forceinline__ static void place_words(const std::uint32_t (&w)[2][4], int upper, std::uint32_t (&frag)[4][4]) {
 #pragma unroll
-        for (int h = 0; h < Words; ++h)
+    for (int h = 0; h < 2; ++h)
 #pragma unroll
-          for (int i = 0; i < 4; ++i) frag[slab][2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
+      for (int i = 0; i < 4; ++i) frag[2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
+  }
+
+  // The f16 operands' decode (Traits::kF16): the codes as e2m1 x 2^-14 (core::e2m1x8_to_tiny_f16_pairs), then one
+  // f16 multiply by the scale lifted by 2^7 (nv16) or 2^10 (mx32): the weights reach wgmma as their values times
+  // 2^-kWeightExponent, as with bf16 (src/core/scale_codes.hpp). nv16: the lifted pair from the code where every
+  // code of the warp's rows is a normal scale (one vote), else from its fp32 value; exact for every scale. mx32:
+  // from the code where it lies in f16's window (2^-19 .. 32), else 0, so that the weights of such a (row, block)
+  // are zeros in the fragments; returns whether the warp has any (one vote), whose products the caller then adds
+  // in fp32 (add_tile_in_fp32). A select a code keeps the fragments' decode free of branches.
+  __device__ __forceinline__ static bool decode_f16_weights(const std::uint32_t (&codes)[kSlabs][2][2],
+                                                            const std::uint32_t (&scale_code)[kSlabs][2], Fragments& frag) {
+    std::uint32_t lifted[kSlabs][2];
+    bool lifts = true;
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int upper = 0; upper < 2; ++upper) {
+        const std::uint32_t code = scale_code[slab][upper];
+        if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
+          lifts = lifts && core::ue4m3_lifts_exactly(code);
+          lifted[slab][upper] = core::ue4m3_lifted_f16x2(code);
+        } else {
+          const bool in_window = core::ue8m0_lifts_exactly_f16(code);
+          lifts = lifts && in_window;
+          lifted[slab][upper] = in_window ? core::ue8m0_lifted_f16x2(code) : 0u;
+        }
+      }
+    const bool all_lift = __all_sync(0xFFFFFFFFu, lifts);
+    if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
+      if (!all_lift) {
+#pragma unroll
+        for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+          for (int upper = 0; upper < 2; ++upper)
+            lifted[slab][upper] = core::f16x2_of(core::ue4m3_code_to_float(scale_code[slab][upper]) * core::kUe4m3F16Lift);
+      }
+    }
+    scale_f16_rows(codes, lifted, frag);
+    return Traits::kBScales == ScaleGranularity::mx32 && !all_lift;
+  }
+
+  // Codes (e2m1 x 2^-14) times their lifted f16 pairs, into fragments.
+  __device__ __forceinline__ static void scale_f16_rows(const std::uint32_t (&codes)[kSlabs][2][2],
+                                                        const std::uint32_t (&lifted)[kSlabs][2], Fragments& frag) {
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+      for (int upper = 0; upper < 2; ++upper) {
+        std::uint32_t w[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          core::e2m1x8_to_tiny_f16_pairs(codes[slab][upper][h], w[h]);
+#pragma unroll
+          for (int i = 0; i < 4; ++i) w[h][i] = core::f16x2_multiply(w[h][i], lifted[slab][upper]);
+        }
+        place_words(w, upper, frag[slab]);
+      }
+  }
+
+  // The products that decode_weights left out of the fragments (f16 operands' mx32 scales outside f16's window,
+  // such as the ends of ue8m0's range, which no realistic weights reach), added into acc in fp32 after the tile's
+  // mainloop: a warp-uniform branch of the warps whose slices voted so, outside the stage loop, where this code
+  // cost the loop 6-13% at decode shapes (bench/NOTES.md session 30). From global memory: for each of the
+  // thread's weight rows, each 32-deep block of k-blocks [kb_begin, kb_begin + k_blocks) whose scale code lies
+  // outside the window and each of the thread's tokens, the block's weights decoded in fp32 (times
+  // 2^-kWeightExponent, as the fragments') times the staged f16 tokens (KernelParams::b_codes, staged_tokens),
+  // summed apart and added to the token's accumulator. Rows, blocks and tokens in loops, not unrolled, and the sum
+  // added by a compare with each accumulator's index: few registers live beside the accumulators.
+  __device__ void add_tile_in_fp32(const KernelParams& p, const DeviceGroup* g, const core::TileCoord& c, int kb_begin,
+                                   int k_blocks, float (&acc)[kSlabs][kAcc]) const {
+    const std::int64_t k = read_only(g->k), n = read_only(g->n);
+    const std::int64_t scale_cols = core::ceil_div(k, 32);
+    const std::int64_t col_end = 4 * static_cast<std::int64_t>(kb_begin + k_blocks) < scale_cols
+                                     ? 4 * static_cast<std::int64_t>(kb_begin + k_blocks)
+                                     : scale_cols;
+    const std::int64_t token0 = static_cast<std::int64_t>(c.m_block) * Traits::kBlockM + accumulator_token(0);
+    const std::int64_t tokens_left = read_only(g->m) - token0;  // the thread's tokens are token0 + (8 j + e)
+    const std::uint16_t* tokens =
+        p.staged_tokens + ((read_only(g->a_batch0) + c.l) * p.token_factor_rows + read_only(g->a_row0) + token0) * p.staged_ld;
+#pragma unroll
+    for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll 1
+      for (int upper = 0; upper < 2; ++upper) {
+        const std::int64_t row = static_cast<std::int64_t>(c.n_block) * Traits::kBlockN + weight_row(slab, upper);
+        if (row >= n) continue;
+        const std::uint8_t* weights = p.b_codes + ((read_only(g->b_batch0) + c.l) * p.b_batch_stride + row * p.b_ld) / 2;
+#pragma unroll 1
+        for (std::int64_t col = 4 * static_cast<std::int64_t>(kb_begin); col < col_end; ++col) {
+          const std::uint32_t code =
+              static_cast<const std::uint8_t*>(read_only(g->sfb))[scale_offset(p.sfb_layout, row, col, scale_cols, read_only(g->sfb_ld))];
+          if (core::ue8m0_lifts_exactly_f16(code)) continue;  // in the fragments
+          const float scale = ue8m0_to_float(code) * (1.0f / kAccumulatorScale);
+          const std::int64_t end = 32 * col + 32 < k ? 32 * col + 32 : k;
+#pragma unroll 1
+          for (int i = 0; i < kAcc; ++i) {
+            const int offset = 8 * (i / 4) + i % 2;  // accumulator i's token, from token0
+            if (((i >> 1) & 1) != upper || offset >= tokens_left) continue;
+            const std::uint16_t* token = tokens + offset * p.staged_ld;
+            float sum = 0.0f;
+#pragma unroll 1
+            for (std::int64_t position = 32 * col; position < end; ++position) {
+              const float weight = decode_e2m1(static_cast<std::uint8_t>(weights[position / 2] >> (4 * (position % 2)))) * scale;
+              const std::uint16_t bits =
+                  token[position / kDecodedK * kDecodedK + core::weights_order_slot_f16(static_cast<int>(position % kDecodedK))];
+              sum = fmaf(weight, __half2float(*reinterpret_cast<const __half*>(&bits)), sum);
+            }
+#pragma unroll
+            for (int r = 0; r < kAcc; ++r)
+              if (r == i) acc[slab][r] += sum;
+          }
+        }
       }
   }
 
@@ -262,21 +375,19 @@ struct SwappedMainloop {
     }
   }
 
-  // The wgmma of one piece (the slice's tokens, a bf16 tile at `tokens`, from k16 step first_step on;
-  // weight fragments frag) into acc, as one commit group.
-  template <int Words = 2>
-  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const FragmentsOf<Words>& frag,
-                                            float (&acc)[kSlabs][kAcc], bool fresh, int first_step = 0) const {
+  // The wgmma of one slice (its tokens, a 16-bit tile at `tokens`; weight fragments frag) into acc, as one
+  // commit group.
+  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const Fragments& frag, float (&acc)[kSlabs][kAcc],
+                                            bool fresh) const {
     const std::uint64_t desc = ptx::make_smem_desc_sw128(tokens);
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     ptx::wgmma_fence();
 #pragma unroll
-    for (int step = 0; step < 2 * Words; ++step)
+    for (int step = 0; step < kSteps; ++step)
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
-        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * (first_step + step)),
-                 (fresh && step == 0) ? 0u : 1u);
+        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
     ptx::wgmma_commit();
   }
 
@@ -344,69 +455,50 @@ struct SwappedMainloop {
   // The column (token) of accumulator register i: m64nNk16's fragment holds columns 8 (i / 4) + 2 q + i % 2.
   __device__ int accumulator_token(int i) const { return 8 * (i / 4) + 2 * q + i % 2; }
 
-  // accumulate_tile with staged tokens: each piece's wgmma read the tokens from the raw stage, which is
-  // released once all its pieces' wgmma are done; each piece is decoded under the wgmma of the one before.
-  // The next stage's first piece is decoded under the last one's wgmma, so a warpgroup holds two raw stages
-  // for that long. fp8-block128 tokens (kPromoteTokens): each stage's wgmma start afresh in `partial`, added
-  // into acc times its tokens' scales of that stage before the stage is released.
-  // Codes: B's scale codes are in the stages' windows (decode_weights). The stages are the tile's k-blocks
-  // [kb_begin, kb_begin + k_blocks) (a stream-K unit's, or the whole tile's from 0).
+  // accumulate_tile with staged tokens: each slice's wgmma read the tokens from the raw stage, which is
+  // released once both its slices' wgmma are done; each slice is decoded under the wgmma of the one before.
+  // The next stage's first slice is decoded under the last one's wgmma, so a warpgroup holds two raw stages
+  // for that long. Codes: B's scale codes are in the stages' windows (decode_weights). The stages are the
+  // tile's k-blocks [kb_begin, kb_begin + k_blocks) (a stream-K unit's, or the whole tile's from 0). Returns
+  // whether decode_weights left some of the warp's weights out (warp-uniform; the caller adds them with
+  // add_tile_in_fp32): always false but for the f16 operands' mx32 weights.
   template <bool Codes, int Stages>
-  __device__ void accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
+  __device__ bool accumulate_staged_tile(const Storage& ss, const StagePipeline<Stages>& pipe, PipelineState<Stages>& raw,
                                          int kb_begin, int k_blocks, float (&acc)[kSlabs][kAcc]) const {
     zero_accumulators(acc);
-    if (k_blocks == 0) return;  // K = 0: the producers load nothing for this tile
-    constexpr bool kPromote = Traits::kPromoteTokens;
-    // The wgmma's accumulators: a stage's products apart (fp8-block128 tokens), else the tile's own. partial
-    // goes unused, and is not kept, where nothing is promoted.
-    float partial[kSlabs][kAcc];
-    float(&products)[kSlabs][kAcc] = kPromote ? partial : acc;
-    constexpr int kWords = kStagedPieceWords;
-    constexpr int kPieces = 4 / kWords;  // per raw stage of two slices
-    FragmentsOf<kWords> frag[2];
+    if (k_blocks == 0) return false;  // K = 0: the producers load nothing for this tile
+    Fragments frag[2];
+    bool left_out = false;  // whether decode_weights left some of the warp's weights of a slice to add_tile_in_fp32
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
 #pragma unroll
-      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(products[slab]);
-    };
-    const auto issue = [&](int piece, bool fresh) {
-      const int half = piece * kWords / 2;
-      issue_mma<kWords>(ss.raw[raw.index].a + half * Traits::kTokenHalfBytes, frag[piece % 2], products, fresh,
-                        (2 * kWords * piece) % kSteps);
+      for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     };
 
     pipe.consumer_wait(raw);
-    decode_weights<kWords, Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
+    left_out |= decode_weights<Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
     for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
-      for (int piece = 0; piece < kPieces; ++piece) {
-        issue(piece, piece == 0 && (kPromote || kb == 0));
-        if (piece + 1 < kPieces) {
-          decode_weights<kWords, Codes>(ss, raw.index, piece + 1, frag[(piece + 1) % 2], scale_window_col(kb_begin + kb));
+      for (int half = 0; half < 2; ++half) {
+        issue_mma(ss.raw[raw.index].a + half * Traits::kTokenHalfBytes, frag[half], acc, half == 0 && kb == 0);
+        if (half == 0) {
+          left_out |= decode_weights<Codes>(ss, raw.index, 1, frag[1], scale_window_col(kb_begin + kb));
         } else {
           next = raw;
           next.advance();
           if (kb + 1 < k_blocks) {
             pipe.consumer_wait(next);
-            decode_weights<kWords, Codes>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
+            left_out |= decode_weights<Codes>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
           }
         }
         retire();
-      }
-      if constexpr (kPromote) {
-        const float* scales = ss.sfa[raw.index][0];
-#pragma unroll
-        for (int i = 0; i < kAcc; ++i) {
-          const float s = scales[accumulator_token(i)];
-#pragma unroll
-          for (int slab = 0; slab < kSlabs; ++slab) acc[slab][i] = fmaf(partial[slab][i], s, acc[slab][i]);
-        }
       }
       __syncwarp();
       if (release_lane) pipe.consumer_release(raw);
       raw = next;
     }
+    return left_out;
   }
 };
 

@@ -157,6 +157,17 @@ struct KernelParams {
   DataType sfa_type, sfb_type;
   ScaleLayout sfa_layout, sfb_layout;
   DataType a_element, b_element;  // the decoding kernel's operand types (e4m3, e5m2, e2m1)
+  // The register-operand kernel's fp8-block128 tokens staged as f16 (kernel_traits_swapped.cuh's kF16): each
+  // staged row's power of two (the staging pass's), the row of token t of batch b at b * token_factor_rows + t.
+  const float* token_factors;
+  std::int32_t token_factor_rows;
+  // Where that kernel's fp32 path (mainloop_swapped.cuh's add_tile_in_fp32, for mx32 weights whose scales f16 cannot
+  // hold) reads its operands: B's packed codes (the MoE forms' [experts][N][K]), its leading dimension and expert
+  // stride in elements; the staged f16 tokens (rows of staged_ld elements, token_factor_rows a batch).
+  const std::uint8_t* b_codes;
+  std::int64_t b_ld, b_batch_stride;
+  const std::uint16_t* staged_tokens;
+  std::int64_t staged_ld;
 };
 
 // The prepare kernel's parameters.

@@ -34,10 +34,10 @@ constexpr int kChunksInFlight = 4;  // chunks a thread loads before converting
 constexpr int kCtasPerSm = 4;       // resident CTAs per SM (64 registers a thread)
 constexpr std::uint8_t kUe8m0One = 127, kUe4m3One = 0x38;  // the scale codes of 1.0
 
-// Threads per row: enough that each has kChunksInFlight chunks, at most the CTA; the CTA takes
+// Threads per row: enough that each has `in_flight` chunks, at most the CTA; the CTA takes
 // kThreads / lanes rows side by side, so that a row's batch comes from one division per row.
-__host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row) {
-  const std::int64_t wanted = (chunks_per_row + kChunksInFlight - 1) / kChunksInFlight;
+__host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row, int in_flight = kChunksInFlight) {
+  const std::int64_t wanted = (chunks_per_row + in_flight - 1) / in_flight;
   return wanted >= kThreads ? kThreads : static_cast<int>(wanted);
 }
 
@@ -298,12 +298,133 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kerne
   stage_whole_slices<kPath>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
+// fp8-block128 tokens as f16 (StageOperand::block128_f16): rows in the weights' f16 order, each divided by its
+// power of two 2^E (core::block128_token_exponent), which goes to op.factors. A row's lanes first take the
+// largest |x s| of their chunks (from the largest e4m3 magnitude code of each, times its block's scale), the
+// row's maximum meets in shared memory, then each chunk is loaded again (from L1, mostly) and staged at s x 2^-E
+// (core::stage_block128_f16_chunk). The barrier between the two passes leaves a CTA's first loads alone in
+// flight, so over whole slices a lane loads twice the chunks the other passes do at once (kept in registers
+// across the barrier, they would not fit its 64; nor do twice load_chunk's byte loads of K's tail).
+constexpr int kBlock128Chunks = 128 / kChunk;  // chunks per fp32 scale
+constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 2 * kChunksInFlight : kChunksInFlight; }
+
+// The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
+struct Block128RowScales {
+  const std::uint8_t* row;  // the row's first scale
+  ScaleLayout layout;
+  std::int64_t ld;
+  bool f32;
+  __device__ __forceinline__ float at(int col) const {
+    const std::int64_t offset = scale_col_offset(layout, col, ld);
+    return f32 ? __ldg(reinterpret_cast<const float*>(row) + offset) : ue8m0_to_float(__ldg(row + offset));
+  }
+};
+
+// |x| of the largest of eight e4m3 codes (its magnitude code is the largest: the codes of e4m3 magnitudes are in
+// the order of their values, NaN's 0x7F last), as fp32.
+__device__ __forceinline__ float largest_e4m3(const std::uint32_t (&codes)[2]) {
+  const std::uint32_t pairs = __vmaxu4(codes[0] & 0x7F7F7F7Fu, codes[1] & 0x7F7F7F7Fu);
+  const std::uint32_t halves = __vmaxu4(pairs, pairs >> 16);
+  const std::uint32_t top = max(halves & 0xFFu, (halves >> 8) & 0xFFu);
+  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(top), __NV_E4M3);
+  return __half2float(*reinterpret_cast<const __half*>(&h.x));
+}
+
+template <bool kWholeSlices>
+__device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int cta, int ctas) {
+  __shared__ std::uint32_t largest[kThreads];  // per row of the CTA: the fp32 bits of its largest |x s|
+  constexpr int kInFlight = block128_chunks_in_flight(kWholeSlices);
+  const int chunks_per_row = static_cast<int>(kWholeSlices ? op.k / kChunk : row_chunks(op));  // K < 2^31
+  const int lanes = lanes_per_row(chunks_per_row, kInFlight);
+  const int rows_per_cta = kThreads / lanes;
+  const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
+  const std::int64_t scale_cols = (op.k + 127) / 128;
+  const int scale_shift = op.scale_type == DataType::f32 ? 2 : 0;
+  const std::int64_t total_rows = op.batches * op.rows;
+  // Chunk c's codes (zeros past K) and its block's scale (0 past K).
+  const auto load = [&](const std::uint8_t* src, const Block128RowScales& scales, int c, std::uint32_t (&codes)[2],
+                        float* scale) {
+    if constexpr (kWholeSlices) {
+      const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + c);
+      codes[0] = v.x, codes[1] = v.y;
+      *scale = scales.at(c / kBlock128Chunks);
+    } else {
+      const std::int64_t valid = op.k - static_cast<std::int64_t>(kChunk) * c;
+      load_chunk<false>(src + kChunk * c, valid <= 0 ? 0 : valid < kChunk ? static_cast<int>(valid) : kChunk, codes);
+      *scale = valid <= 0 ? 0.0f : scales.at(c / kBlock128Chunks);
+    }
+  };
+  // Every thread of the CTA takes each round (the barriers), rows past the end or past the CTA's share idle.
+  for (std::int64_t first_row = static_cast<std::int64_t>(cta) * rows_per_cta; first_row < total_rows;
+       first_row += static_cast<std::int64_t>(ctas) * rows_per_cta) {
+    const std::int64_t r = first_row + row_in_cta;
+    const bool active = row_in_cta < rows_per_cta && r < total_rows;
+    const std::int64_t batch = active ? r / op.rows : 0;
+    const std::int64_t row = active ? r - batch * op.rows : 0;
+    const std::uint8_t* src = op.src + batch * op.batch_stride + row * op.ld;
+    std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
+    const Block128RowScales scales{
+        op.scales + ((batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld)) << scale_shift),
+        op.scale_layout, op.scale_ld, scale_shift == 2};
+    std::uint32_t largest_bits = 0;  // of |x s|: non-negative fp32 (NaN above every value) compare as integers
+    if (active) {
+      for (int first = lane; first < chunks_per_row; first += kInFlight * lanes) {
+        std::uint32_t codes[kInFlight][2];
+        float scale[kInFlight];
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int c = first + u * lanes;
+          if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
+          else codes[u][0] = codes[u][1] = 0, scale[u] = 0.0f;
+        }
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u)
+          largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * scale[u])));
+      }
+    }
+    __syncthreads();  // the round before has read its maxima
+    if (static_cast<int>(threadIdx.x) < rows_per_cta) largest[threadIdx.x] = 0;
+    __syncthreads();
+    if (active) atomicMax(&largest[row_in_cta], largest_bits);
+    __syncthreads();
+    if (!active) continue;
+    const int e = core::block128_token_exponent(largest[row_in_cta]);
+    if (lane == 0) op.factors[r] = core::power_of_two(e);
+    for (int first = lane; first < chunks_per_row; first += kInFlight * lanes) {
+      std::uint32_t codes[kInFlight][2];
+      float scale[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = first + u * lanes;
+        if (c < chunks_per_row) {
+          std::uint32_t pairs[4];
+          core::stage_block128_f16_chunk(codes[u], core::block128_staging_scale(scale[u], e), pairs);
+          store_weights_order_chunk(dst, c, pairs);
+        }
+      }
+    }
+  }
+}
+
+template <bool kWholeSlices>
+__global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_block128_f16_kernel(const StageOperand a) {
+  ptx::launch_dependents();
+  zero_flags(a);
+  stage_block128_rows<kWholeSlices>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
+}
+
 // CTAs that cover an operand's rows once (0 when it has none).
 std::int64_t ctas_wanted(const StageOperand& op) {
   const std::int64_t chunks_per_row = row_chunks(op);
   const std::int64_t rows = op.batches * op.rows;
   if (rows <= 0 || chunks_per_row <= 0) return 0;
-  const std::int64_t rows_per_cta = kThreads / lanes_per_row(chunks_per_row);
+  const std::int64_t rows_per_cta =
+      kThreads / lanes_per_row(chunks_per_row, op.block128_f16 ? block128_chunks_in_flight(whole_slices(op)) : kChunksInFlight);
   return (rows + rows_per_cta - 1) / rows_per_cta;
 }
 
@@ -315,6 +436,12 @@ cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int 
   // One wave of resident CTAs, split between A and B by bytes to write so that both finish together; each
   // operand's loop strides past the rows beyond its CTAs.
   const std::int64_t cap = static_cast<std::int64_t>(kCtasPerSm) * sms;
+  if (a.block128_f16) {
+    const auto grid = static_cast<unsigned>(std::min(wanted_a, cap));
+    if (whole_slices(a)) stage_block128_f16_kernel<true><<<grid, kThreads, 0, stream>>>(a);
+    else stage_block128_f16_kernel<false><<<grid, kThreads, 0, stream>>>(a);
+    return cudaGetLastError();
+  }
   if (wanted_b == 0 && whole_slices(a)) {
     const auto grid = static_cast<unsigned>(std::min(wanted_a, cap));
     if (a.element != DataType::e2m1)
