@@ -43,7 +43,8 @@ enum class KernelPath : std::uint8_t {
               // fp8-block128, mxfp8, mxfp4, mxfp8 x mxfp4
   bf16,       // operands decoded to bf16 with their scales folded in (exact), BF16 wgmma: mxfp8 and the
               // recipes with FP4 weights (nvfp4, mxfp4, mxfp8 or fp8-block128 x mxfp4 or nvfp4); at
-              // decode shapes FP4 weights go straight into wgmma's registers
+              // decode shapes FP4 weights go straight into wgmma's registers, and fp8-block128 tokens are
+              // staged as f16 with their scales folded in (each product rounded to f16: README "Accuracy")
   staged,     // mxfp8, mxfp4, nvfp4, mxfp8 x FP4 in the MoE forms: A and B staged in the workspace
               // as bf16 with their scales folded in (exact, by a memory-bound pass), then BF16 wgmma over the
               // whole K in fp32 (no promotion)

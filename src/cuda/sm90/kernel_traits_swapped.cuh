@@ -54,7 +54,7 @@ struct SwappedKernelTraits {
   // f16 operands: fp8-block128 tokens staged as f16 with their scales folded in, the weights decoded to f16.
   static constexpr bool kF16 = AScales == ScaleGranularity::block128;
   static constexpr bool kTokensStaged = AScales == ScaleGranularity::staged || kF16;
-  static_assert(!kTokensStaged || !APacked, "staged tokens are bf16");
+  static_assert(!kTokensStaged || !APacked, "staged tokens are 16-bit");
   static_assert(Consumers == 2 || kTokensStaged, "the token decode is split between two warpgroups");
   static_assert(Tokens != 16 || kTokensStaged, "16 token rows are too few for the token decode's split");
   static constexpr int kConsumers = Consumers;
