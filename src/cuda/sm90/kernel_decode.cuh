@@ -108,10 +108,10 @@ __device__ __forceinline__ bool scale_loaders_run(const KernelParams& p) {
 // each stage, as fp32 by row and step (sfa[stage][step][row], sfb[stage][step][col]), fetched a chunk of
 // consecutive stages at a time (for_each_loader_chunk): Traits::kScaleChunk stages, 16 bytes of codes per
 // row of B (four mx32 stages or two nv16 ones) where two of them fit the loaders' registers, else 8.
-// Staged tokens carry their scales already (B's only), except fp8-block128 ones, whose scales the
-// register-operand kernel applies per stage (kernel_traits_swapped.cuh); B's come by TMA instead where
+// Staged tokens carry their scales already (B's only: fp8-block128 ones too, folded into their f16,
+// kernel_traits_swapped.cuh); B's come by TMA instead where
 // scale_codes_by_tma says so, and go into the stage's window of codes as they are stored where the traits
-// say so (kLoadersWriteCodes).
+// say so (kScaleCodeWindows).
 template <class Traits>
 __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typename Traits::SharedStorage& ss,
                                                    const StagePipeline<Traits::kStages>& pipe, int loader) {
@@ -119,7 +119,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
   const bool b_by_loaders = !scale_codes_by_tma<Traits>(p);
   const int lane = threadIdx.x % 32;
   constexpr int kChunk = Traits::kScaleChunk;
-  // Staged tokens load no A scales unless the kernel applies them (a and a_values go unused otherwise).
+  // Staged tokens load no A scales (a and a_values go unused there).
   using RowsA = ScaleRows<Traits::kScaleRowsA, Traits::kAScales>;
   using RowsB = ScaleRows<Traits::kBlockN, Traits::kBScales>;
   RowsA a;
@@ -148,7 +148,7 @@ __device__ __forceinline__ void load_decode_scales(const KernelParams& p, typena
           pipe.producer_acquire(state);
           if constexpr (Traits::kLoadsAScales) a.store(a_values[s], &ss.sfa[state.index][0][0], lane);
           if (b_by_loaders) {
-            if constexpr (Traits::kLoadersWriteCodes)
+            if constexpr (Traits::kScaleCodeWindows)
               b.store_codes(b_values[s], reinterpret_cast<std::uint8_t*>(&ss.sfb[state.index][0][0]), lane,
                             scale_code_window_col(kb0 + s, Traits::kStepsB));
             else

@@ -92,12 +92,8 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   // k-blocks [kb_begin, kb_begin + k_blocks) of the current tile into acc.
   const auto accumulate = [&](int kb_begin, int k_blocks, std::int64_t k) {
     bool left_out = false;  // weights the f16 fragments could not hold (mainloop_swapped.cuh's add_tile_in_fp32)
-    if constexpr (Traits::kLoadersWriteCodes) {
+    if constexpr (Traits::kScaleCodeWindows) {
       left_out = mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
-    } else if constexpr (Traits::kScaleCodeWindows) {
-      // Uniform across the grid: one of the two loops for every tile.
-      if (p.sfb_by_tma) mainloop.template accumulate_staged_tile<true>(ss, pipe, raw, kb_begin, k_blocks, acc);
-      else mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else if constexpr (Traits::kTokensStaged) {
       mainloop.template accumulate_staged_tile<false>(ss, pipe, raw, kb_begin, k_blocks, acc);
     } else {

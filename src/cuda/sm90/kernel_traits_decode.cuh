@@ -56,7 +56,6 @@ struct DecodeKernelTraits {
   static constexpr bool kPromote = AScales == ScaleGranularity::block128;
   static constexpr bool kTokensStaged = false;  // both operands arrive as stored (kernel_traits_swapped.cuh)
   static constexpr bool kScaleCodeWindows = false;  // the scale loaders bring every scale (kernel_traits_swapped.cuh)
-  static constexpr bool kLoadersWriteCodes = false;  // nor any code window to write
   static constexpr bool kLoadsAScales = true;
   static constexpr int kScaleRowsA = BlockM;
   static constexpr int kConsumers = 2;          // consumer warpgroups (the CTA's threads: kKernelThreads)

@@ -95,20 +95,16 @@ struct SwappedKernelTraits {
   static constexpr int kScaleRowsA = Tokens < 32 ? 32 : Tokens;
   static constexpr bool kLoadsAScales = kStepsA > 0;
   static constexpr int kStepsB = scale_steps(BScales);
-  // Whether B's scale codes may reach the consumers as stored, in a window of kScaleCodeWindow codes a row and
-  // stage (sfb's room), the consumers decoding the code they need instead of reading fp32 from the loaders: the
+  // Whether B's scale codes reach the consumers as stored, in a window of kScaleCodeWindow codes a row and stage
+  // (sfb's room), the consumers decoding the code they need instead of reading fp32 from the loaders: the
   // staged-token tiles 256 weights wide. TMA brings the window with each stage where the scales' layout allows
-  // (KernelParams::sfb_by_tma; measured -7 to -13% against the loaders' fp32, bench/NOTES.md version 23). The
-  // 384-weight tile's consumers spilled 172 bytes with the codes' loop.
+  // (KernelParams::sfb_by_tma; measured -7 to -13% against the loaders' fp32, bench/NOTES.md version 23); elsewhere
+  // the scale loaders write the stage's codes into it (ScaleRows::store_codes), so that the consumers have one loop
+  // and a stage's room is the window's 16 bytes a row: nv16's fp32 scales took 32, one raw stage fewer (64 tokens: 4
+  // against 5; 16 tokens: 6 against 7; the blocked 128x4 layout's decode rows -0.4 to -8.5%, bench/NOTES.md version
+  // 52). The 384-weight tile's consumers spilled 172 bytes with the codes' loop; the f16 operands have only it.
   static constexpr bool kScaleCodeWindows = kTokensStaged && kBlockN == 256;
-  // Whether the scale loaders, where TMA does not bring the windows, write the stage's codes into them as well
-  // (ScaleRows::store_codes) instead of fp32 scales, so that the consumers have one loop and a stage's room is the
-  // window's 16 bytes a row: nv16's fp32 scales took 32, one raw stage fewer (64 tokens: 4 against 5; 16 tokens:
-  // 6 against 7). Measured (bench/NOTES.md version 52): the blocked 128x4 layout's decode rows (the loaders' path)
-  // -0.4 to -8.5%; with TMA's codes, decode-G128-M16 nvfp4 -1.3% but mxfp4 +2%, G32-M64 level to -0.7%. The f16
-  // operands' decode has this loop only.
-  static constexpr bool kLoadersWriteCodes = kScaleCodeWindows;
-  static_assert(!kF16 || kLoadersWriteCodes, "the f16 weights decode from their scale codes");
+  static_assert(!kF16 || kScaleCodeWindows, "the f16 weights decode from their scale codes");
   // Whether the walk splits its last round's tiles over K (KernelParams::stream_k, tile_walker.cuh's
   // StreamKTileWalker): an instantiation of its own, launched where the host's count of tiles leaves the last
   // round at most half full (core::plan_stream_k), since its walk costs 2-5% where nothing splits (bench/NOTES.md
@@ -125,7 +121,7 @@ struct SwappedKernelTraits {
   // The stage's window of codes: kScaleCodeWindow bytes of each of the tile's weight rows (TMA's box), in sfb's
   // room, which holds kSfbSteps floats a row: the window's where only codes come, else the fp32 scales' kStepsB.
   static constexpr std::uint32_t kScaleCodeBoxBytes = kBlockN * kScaleCodeWindow;
-  static constexpr int kSfbSteps = kLoadersWriteCodes ? kScaleCodeWindow / static_cast<int>(sizeof(float)) : kStepsB;
+  static constexpr int kSfbSteps = kScaleCodeWindows ? kScaleCodeWindow / static_cast<int>(sizeof(float)) : kStepsB;
   static_assert(!kScaleCodeWindows || kScaleCodeWindow <= kSfbSteps * static_cast<int>(sizeof(float)),
                 "a row's window fits its room");
   static constexpr int kRowBytesA = kTokensStaged ? 2 * kBlockK : APacked ? kBlockK / 2 : kBlockK;

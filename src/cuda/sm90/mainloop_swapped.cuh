@@ -89,7 +89,7 @@ struct SwappedMainloop {
                 "the f16 lifts of src/core/scale_codes.hpp");
 
   // A row's scale code in raw stage s where B's scales came as codes in their windows (Codes: by TMA, or by the
-  // scale loaders where Traits::kLoadersWriteCodes), else as fp32 by step and row (sfb[s][step][row], the
+  // scale loaders: Traits::kScaleCodeWindows), else as fp32 by step and row (sfb[s][step][row], the
   // loaders'): kScaleCodeWindow bytes a row in sfb's room, the stage's first code at window_col of its row's
   // window (kernel_traits_swapped.cuh).
   __device__ __forceinline__ static std::uint32_t weight_scale_code(const Storage& ss, int s, int step, int row,
