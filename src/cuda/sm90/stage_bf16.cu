@@ -299,14 +299,15 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kerne
 }
 
 // fp8-block128 tokens as f16 (StageOperand::block128_f16): rows in the weights' f16 order, each divided by its
-// power of two 2^E (core::block128_token_exponent), which goes to op.factors. A row's lanes first take the
-// largest |x s| of their chunks (from the largest e4m3 magnitude code of each, times its block's scale), the
-// row's maximum meets in shared memory, then each chunk is loaded again (from L1, mostly) and staged at s x 2^-E
-// (core::stage_block128_f16_chunk). The barrier between the two passes leaves a CTA's first loads alone in
-// flight, so over whole slices a lane loads twice the chunks the other passes do at once (kept in registers
-// across the barrier, they would not fit its 64; nor do twice load_chunk's byte loads of K's tail).
+// power of two 2^E (core::block128_token_exponent), which goes to op.factors. A warp takes a row: its lanes first
+// take the largest |x s| of their chunks (from the largest e4m3 magnitude code of each, times its block's scale),
+// the row's maximum comes from one warp reduction, then each chunk is loaded again (from L1, mostly) and staged at
+// s x 2^-E (core::stage_block128_f16_chunk). A row's lanes as a CTA's (up to 256) met in shared memory between three
+// barriers, which held each CTA's next loads back: 17.6 us at decode-G32-M64 against the bf16 pass's 15, and the warp
+// a row took 0.5-0.8% off those calls (bench/NOTES.md session 31). Over whole slices a lane loads seven chunks at
+// once (eight spilled), four of K's tail (load_chunk's byte loads).
 constexpr int kBlock128Chunks = 128 / kChunk;  // chunks per fp32 scale
-constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 2 * kChunksInFlight : kChunksInFlight; }
+constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 7 : kChunksInFlight; }
 
 // The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
 struct Block128RowScales {
@@ -332,12 +333,10 @@ __device__ __forceinline__ float largest_e4m3(const std::uint32_t (&codes)[2]) {
 
 template <bool kWholeSlices>
 __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int cta, int ctas) {
-  __shared__ std::uint32_t largest[kThreads];  // per row of the CTA: the fp32 bits of its largest |x s|
   constexpr int kInFlight = block128_chunks_in_flight(kWholeSlices);
+  constexpr int kWarps = kThreads / 32;
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const int chunks_per_row = static_cast<int>(kWholeSlices ? op.k / kChunk : row_chunks(op));  // K < 2^31
-  const int lanes = lanes_per_row(chunks_per_row, kInFlight);
-  const int rows_per_cta = kThreads / lanes;
-  const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
   const std::int64_t scale_cols = (op.k + 127) / 128;
   const int scale_shift = op.scale_type == DataType::f32 ? 2 : 0;
   const std::int64_t total_rows = op.batches * op.rows;
@@ -354,53 +353,42 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
       *scale = valid <= 0 ? 0.0f : scales.at(c / kBlock128Chunks);
     }
   };
-  // Every thread of the CTA takes each round (the barriers), rows past the end or past the CTA's share idle.
-  for (std::int64_t first_row = static_cast<std::int64_t>(cta) * rows_per_cta; first_row < total_rows;
-       first_row += static_cast<std::int64_t>(ctas) * rows_per_cta) {
-    const std::int64_t r = first_row + row_in_cta;
-    const bool active = row_in_cta < rows_per_cta && r < total_rows;
-    const std::int64_t batch = active ? r / op.rows : 0;
-    const std::int64_t row = active ? r - batch * op.rows : 0;
+  for (std::int64_t r = static_cast<std::int64_t>(cta) * kWarps + static_cast<int>(threadIdx.x / 32); r < total_rows;
+       r += static_cast<std::int64_t>(ctas) * kWarps) {
+    const std::int64_t batch = r / op.rows;
+    const std::int64_t row = r - batch * op.rows;
     const std::uint8_t* src = op.src + batch * op.batch_stride + row * op.ld;
     std::uint16_t* dst = op.dst + batch * op.dst_batch_stride + row * op.dst_ld;
     const Block128RowScales scales{
         op.scales + ((batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld)) << scale_shift),
         op.scale_layout, op.scale_ld, scale_shift == 2};
     std::uint32_t largest_bits = 0;  // of |x s|: non-negative fp32 (NaN above every value) compare as integers
-    if (active) {
-      for (int first = lane; first < chunks_per_row; first += kInFlight * lanes) {
-        std::uint32_t codes[kInFlight][2];
-        float scale[kInFlight];
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u) {
-          const int c = first + u * lanes;
-          if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
-          else codes[u][0] = codes[u][1] = 0, scale[u] = 0.0f;
-        }
-#pragma unroll
-        for (int u = 0; u < kInFlight; ++u)
-          largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * scale[u])));
-      }
-    }
-    __syncthreads();  // the round before has read its maxima
-    if (static_cast<int>(threadIdx.x) < rows_per_cta) largest[threadIdx.x] = 0;
-    __syncthreads();
-    if (active) atomicMax(&largest[row_in_cta], largest_bits);
-    __syncthreads();
-    if (!active) continue;
-    const int e = core::block128_token_exponent(largest[row_in_cta]);
-    if (lane == 0) op.factors[r] = core::power_of_two(e);
-    for (int first = lane; first < chunks_per_row; first += kInFlight * lanes) {
+    for (int first = lane; first < chunks_per_row; first += kInFlight * 32) {
       std::uint32_t codes[kInFlight][2];
       float scale[kInFlight];
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
-        const int c = first + u * lanes;
+        const int c = first + u * 32;
+        if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
+        else codes[u][0] = codes[u][1] = 0, scale[u] = 0.0f;
+      }
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u)
+        largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * scale[u])));
+    }
+    const int e = core::block128_token_exponent(__reduce_max_sync(0xFFFFFFFFu, largest_bits));
+    if (lane == 0) op.factors[r] = core::power_of_two(e);
+    for (int first = lane; first < chunks_per_row; first += kInFlight * 32) {
+      std::uint32_t codes[kInFlight][2];
+      float scale[kInFlight];
+#pragma unroll
+      for (int u = 0; u < kInFlight; ++u) {
+        const int c = first + u * 32;
         if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
       }
 #pragma unroll
       for (int u = 0; u < kInFlight; ++u) {
-        const int c = first + u * lanes;
+        const int c = first + u * 32;
         if (c < chunks_per_row) {
           std::uint32_t pairs[4];
           core::stage_block128_f16_chunk(codes[u], core::block128_staging_scale(scale[u], e), pairs);
@@ -423,8 +411,7 @@ std::int64_t ctas_wanted(const StageOperand& op) {
   const std::int64_t chunks_per_row = row_chunks(op);
   const std::int64_t rows = op.batches * op.rows;
   if (rows <= 0 || chunks_per_row <= 0) return 0;
-  const std::int64_t rows_per_cta =
-      kThreads / lanes_per_row(chunks_per_row, op.block128_f16 ? block128_chunks_in_flight(whole_slices(op)) : kChunksInFlight);
+  const std::int64_t rows_per_cta = op.block128_f16 ? kThreads / 32 : kThreads / lanes_per_row(chunks_per_row);
   return (rows + rows_per_cta - 1) / rows_per_cta;
 }
 
