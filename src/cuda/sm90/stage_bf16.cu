@@ -34,10 +34,10 @@ constexpr int kChunksInFlight = 4;  // chunks a thread loads before converting
 constexpr int kCtasPerSm = 4;       // resident CTAs per SM (64 registers a thread)
 constexpr std::uint8_t kUe8m0One = 127, kUe4m3One = 0x38;  // the scale codes of 1.0
 
-// Threads per row: enough that each has `in_flight` chunks, at most the CTA; the CTA takes
+// Threads per row: enough that each has kChunksInFlight chunks, at most the CTA; the CTA takes
 // kThreads / lanes rows side by side, so that a row's batch comes from one division per row.
-__host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row, int in_flight = kChunksInFlight) {
-  const std::int64_t wanted = (chunks_per_row + in_flight - 1) / in_flight;
+__host__ __device__ inline int lanes_per_row(std::int64_t chunks_per_row) {
+  const std::int64_t wanted = (chunks_per_row + kChunksInFlight - 1) / kChunksInFlight;
   return wanted >= kThreads ? kThreads : static_cast<int>(wanted);
 }
 
