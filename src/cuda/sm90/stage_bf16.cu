@@ -308,6 +308,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kerne
 // once (eight spilled), four of K's tail (load_chunk's byte loads).
 constexpr int kBlock128Chunks = 128 / kChunk;  // chunks per fp32 scale
 constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 7 : kChunksInFlight; }
+constexpr int kBlock128RowsPerCta = kThreads / 32;  // a warp a row
 
 // The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
 struct Block128RowScales {
@@ -334,7 +335,6 @@ __device__ __forceinline__ float largest_e4m3(const std::uint32_t (&codes)[2]) {
 template <bool kWholeSlices>
 __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int cta, int ctas) {
   constexpr int kInFlight = block128_chunks_in_flight(kWholeSlices);
-  constexpr int kWarps = kThreads / 32;
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int chunks_per_row = static_cast<int>(kWholeSlices ? op.k / kChunk : row_chunks(op));  // K < 2^31
   const std::int64_t scale_cols = (op.k + 127) / 128;
@@ -353,8 +353,8 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
       *scale = valid <= 0 ? 0.0f : scales.at(c / kBlock128Chunks);
     }
   };
-  for (std::int64_t r = static_cast<std::int64_t>(cta) * kWarps + static_cast<int>(threadIdx.x / 32); r < total_rows;
-       r += static_cast<std::int64_t>(ctas) * kWarps) {
+  for (std::int64_t r = static_cast<std::int64_t>(cta) * kBlock128RowsPerCta + static_cast<int>(threadIdx.x / 32);
+       r < total_rows; r += static_cast<std::int64_t>(ctas) * kBlock128RowsPerCta) {
     const std::int64_t batch = r / op.rows;
     const std::int64_t row = r - batch * op.rows;
     const std::uint8_t* src = op.src + batch * op.batch_stride + row * op.ld;
@@ -411,7 +411,7 @@ std::int64_t ctas_wanted(const StageOperand& op) {
   const std::int64_t chunks_per_row = row_chunks(op);
   const std::int64_t rows = op.batches * op.rows;
   if (rows <= 0 || chunks_per_row <= 0) return 0;
-  const std::int64_t rows_per_cta = op.block128_f16 ? kThreads / 32 : kThreads / lanes_per_row(chunks_per_row);
+  const std::int64_t rows_per_cta = op.block128_f16 ? kBlock128RowsPerCta : kThreads / lanes_per_row(chunks_per_row);
   return (rows + rows_per_cta - 1) / rows_per_cta;
 }
 
