@@ -375,11 +375,10 @@ struct SwappedMainloop {
     }
   }
 
-  // The wgmma of one slice (its tokens, a 16-bit tile at `tokens`; weight fragments frag) into acc, as one
-  // commit group.
-  __device__ __forceinline__ void issue_mma(const std::uint8_t* tokens, const Fragments& frag, float (&acc)[kSlabs][kAcc],
+  // The wgmma of one slice (its tokens, a 16-bit tile of descriptor tokens_desc; weight fragments frag) into acc, as
+  // one commit group.
+  __device__ __forceinline__ void issue_mma(std::uint64_t tokens_desc, const Fragments& frag, float (&acc)[kSlabs][kAcc],
                                             bool fresh) const {
-    const std::uint64_t desc = ptx::make_smem_desc_sw128(tokens);
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     ptx::wgmma_fence();
@@ -387,7 +386,7 @@ struct SwappedMainloop {
     for (int step = 0; step < kSteps; ++step)
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
-        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
+        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(tokens_desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
     ptx::wgmma_commit();
   }
 
@@ -429,7 +428,7 @@ struct SwappedMainloop {
     };
     const auto consume = [&](const Fragments& frag, bool fresh) {
       ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
-      issue_mma(ss.decoded[read.index].a, frag, acc, fresh);
+      issue_mma(ptx::make_smem_desc_sw128(ss.decoded[read.index].a), frag, acc, fresh);
     };
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
@@ -475,13 +474,18 @@ struct SwappedMainloop {
       for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     };
 
+    // The current raw stage's tokens descriptor, carried from stage to stage (one add, a select where the ring turns)
+    // rather than made again from the stage's address (bench/NOTES.md version 65).
+    constexpr std::uint32_t kStageDesc = sizeof(ss.raw[0]) / 16;
+    static_assert(sizeof(ss.raw[0]) % 16 == 0 && Traits::kTokenHalfBytes % 16 == 0);
+    std::uint64_t tokens_desc = ptx::make_smem_desc_sw128(ss.raw[raw.index].a);
     pipe.consumer_wait(raw);
     left_out |= decode_weights<Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
     for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        issue_mma(ss.raw[raw.index].a + half * Traits::kTokenHalfBytes, frag[half], acc, half == 0 && kb == 0);
+        issue_mma(tokens_desc + half * (Traits::kTokenHalfBytes / 16), frag[half], acc, half == 0 && kb == 0);
         if (half == 0) {
           left_out |= decode_weights<Codes>(ss, raw.index, 1, frag[1], scale_window_col(kb_begin + kb));
         } else {
@@ -497,6 +501,7 @@ struct SwappedMainloop {
       __syncwarp();
       if (release_lane) pipe.consumer_release(raw);
       raw = next;
+      tokens_desc = raw.index == 0 ? tokens_desc - (Stages - 1) * kStageDesc : tokens_desc + kStageDesc;
     }
     return left_out;
   }
