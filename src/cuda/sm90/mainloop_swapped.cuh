@@ -476,8 +476,8 @@ struct SwappedMainloop {
 
     // The current raw stage's tokens descriptor, carried from stage to stage (one add, a select where the ring turns)
     // rather than made again from the stage's address (bench/NOTES.md version 65).
-    constexpr std::uint32_t kStageDesc = sizeof(ss.raw[0]) / 16;
-    static_assert(sizeof(ss.raw[0]) % 16 == 0 && Traits::kTokenHalfBytes % 16 == 0);
+    constexpr std::uint32_t kStageBytes = sizeof(ss.raw[0]);
+    static_assert(kStageBytes % 16 == 0 && Traits::kTokenHalfBytes % 16 == 0);
     std::uint64_t tokens_desc = ptx::make_smem_desc_sw128(ss.raw[raw.index].a);
     pipe.consumer_wait(raw);
     left_out |= decode_weights<Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
@@ -485,7 +485,7 @@ struct SwappedMainloop {
       PipelineState<Stages> next;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        issue_mma(tokens_desc + half * (Traits::kTokenHalfBytes / 16), frag[half], acc, half == 0 && kb == 0);
+        issue_mma(ptx::advance_desc(tokens_desc, half * Traits::kTokenHalfBytes), frag[half], acc, half == 0 && kb == 0);
         if (half == 0) {
           left_out |= decode_weights<Codes>(ss, raw.index, 1, frag[1], scale_window_col(kb_begin + kb));
         } else {
@@ -501,7 +501,7 @@ struct SwappedMainloop {
       __syncwarp();
       if (release_lane) pipe.consumer_release(raw);
       raw = next;
-      tokens_desc = raw.index == 0 ? tokens_desc - (Stages - 1) * kStageDesc : tokens_desc + kStageDesc;
+      tokens_desc = raw.index == 0 ? tokens_desc - (Stages - 1) * (kStageBytes / 16) : ptx::advance_desc(tokens_desc, kStageBytes);
     }
     return left_out;
   }
