@@ -102,10 +102,9 @@ TEST(Formats, Ue4m3CodeToFloatByBitPlacementIsExact) {
   }
 }
 
-// The kernels' lifted scale pairs from their codes (src/core/scale_codes.hpp): for every code they accept,
-// both halves are the bf16 of the scale times the lift, exactly (the product is a bf16 value: no rounding);
-// and they accept every ue4m3 code stored with its sign bit clear whose lifted value is a normal bf16, and
-// every ue8m0 code up to 2.
+// The kernels' ue8m0 lifted scale pairs from their codes (src/core/scale_codes.hpp): for every code they accept,
+// both halves are the bf16 of the scale times the lift, exactly (the product is a bf16 value: no rounding); and
+// they accept every code up to 2.
 TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
   const auto bf16_bits_of_exact = [](double v) {
     const float f = static_cast<float>(v);
@@ -115,17 +114,8 @@ TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
     EXPECT_EQ(bits & 0xFFFFu, 0u) << v;  // representable in bf16
     return bits >> 16;
   };
-  int ue4m3_lifted = 0, ue8m0_lifted = 0;
+  int ue8m0_lifted = 0;
   for (std::uint32_t code = 0; code < 256; ++code) {
-    const double ue4m3 = decode_ue4m3(static_cast<std::uint8_t>(code));
-    // Normal and stored with the sign bit clear: the others take the fp32 path.
-    const bool normal = code < 0x80u && ((code >> 3) & 0xFu) != 0 && code != 0x7Fu;
-    EXPECT_EQ(core::ue4m3_lifts_exactly(code), normal) << "ue4m3 code " << code;
-    if (core::ue4m3_lifts_exactly(code)) {
-      ++ue4m3_lifted;
-      const std::uint32_t half = bf16_bits_of_exact(ue4m3 * static_cast<double>(core::kUe4m3Lift));
-      EXPECT_EQ(core::ue4m3_lifted_bf16x2(code), half | (half << 16)) << "ue4m3 code " << code;
-    }
     const double ue8m0 = decode_ue8m0(static_cast<std::uint8_t>(code));
     EXPECT_EQ(core::ue8m0_lifts_exactly(code), ue8m0 <= core::kUe8m0LiftedScaleLimit) << "ue8m0 code " << code;
     if (core::ue8m0_lifts_exactly(code)) {
@@ -134,8 +124,25 @@ TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
       EXPECT_EQ(core::ue8m0_lifted_bf16x2(code), half | (half << 16)) << "ue8m0 code " << code;
     }
   }
-  EXPECT_EQ(ue4m3_lifted, 15 * 8 - 1);
   EXPECT_EQ(ue8m0_lifted, 133);
+}
+
+// The staged-token tiles' table of nv16 lifted pairs (src/core/scale_codes.hpp): for every one of the 256 codes, both
+// halves are the scale (sign bit ignored) times the lift, exactly, in bf16 and in f16, and NaN for the NaN codes.
+TEST(Formats, Ue4m3LiftedTableEntriesAreExactForEveryCode) {
+  for (std::uint32_t code = 0; code < static_cast<std::uint32_t>(core::kUe4m3Codes); ++code) {
+    const std::uint32_t bf16 = core::ue4m3_lifted_bf16x2_entry(code), f16 = core::ue4m3_lifted_f16x2_entry(code);
+    EXPECT_EQ(bf16 >> 16, bf16 & 0xFFFFu) << "code " << code;
+    EXPECT_EQ(f16 >> 16, f16 & 0xFFFFu) << "code " << code;
+    const double scale = decode_ue4m3(static_cast<std::uint8_t>(code));
+    const double as_bf16 = decode_bf16(static_cast<std::uint16_t>(bf16)), as_f16 = expected_f16(f16 & 0xFFFFu);
+    if ((code & 0x7Fu) == 0x7Fu) {
+      EXPECT_TRUE(std::isnan(as_bf16) && std::isnan(as_f16)) << "code " << code;
+      continue;
+    }
+    EXPECT_EQ(as_bf16, scale * static_cast<double>(core::kUe4m3Lift)) << "code " << code;
+    EXPECT_EQ(as_f16, std::ldexp(scale, 7)) << "code " << code;
+  }
 }
 
 TEST(Formats, DecodeEveryE5m2Code) {
@@ -365,8 +372,8 @@ TEST(Formats, E2m1PairsConvertToTinyF16Exactly) {
   });
 }
 
-// The f16 decode's scale lifts (src/core/scale_codes.hpp): nv16 codes lifted by their bits (the normal ones) or
-// through fp32 (any code) are the scale times 2^7 in both halves; mx32 codes in f16's window (108 .. 132 and no
+// The f16 decode's scale lifts (src/core/scale_codes.hpp): nv16 codes' table entries are their fp32 scales times 2^7,
+// rounded to f16 (exactly: the scale times 2^7) in both halves; mx32 codes in f16's window (108 .. 132 and no
 // other) lifted by their bits are the scale times 2^10; and every e2m1 value times 2^-14 times a lifted scale,
 // multiplied as f16 (the host's f16x2_multiply rounds the exact product to f16), is the exact scaled value
 // times 2^-7 (nv16) or 2^-4 (mx32).
@@ -388,8 +395,7 @@ TEST(Formats, E2m1TinyF16TimesLiftedScalesIsExact) {
     ASSERT_EQ(expected_f16(by_fp32 & 0xFFFFu), std::ldexp(scale, 7)) << "scale code " << s;
     ASSERT_EQ(by_fp32 >> 16, by_fp32 & 0xFFFFu);
     check_products(by_fp32, scale, 7, s);
-    if (!core::ue4m3_lifts_exactly(s)) continue;
-    ASSERT_EQ(core::ue4m3_lifted_f16x2(s), by_fp32) << "scale code " << s;
+    ASSERT_EQ(core::ue4m3_lifted_f16x2_entry(s), by_fp32) << "scale code " << s;
   }
   for (std::uint32_t s = 0; s < 256; ++s) {
     ASSERT_EQ(core::ue8m0_lifts_exactly_f16(s), s >= 108 && s <= 132) << "scale code " << s;

@@ -140,9 +140,21 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   finish_warpgroup_stores<Traits>(p);
 }
 
+// The table of nv16 lifted pairs (Traits::kLiftedScaleTable), written before run_decoding_roles's barrier.
+template <class Traits>
+__device__ __forceinline__ void fill_lifted_scales(typename Traits::SharedStorage& ss) {
+  if constexpr (Traits::kLiftedScaleTable) {
+    for (int code = static_cast<int>(threadIdx.x); code < core::kUe4m3Codes; code += Traits::kThreads) {
+      const auto c = static_cast<std::uint32_t>(code);
+      ss.lifted_scales[code] = Traits::kF16 ? core::ue4m3_lifted_f16x2_entry(c) : core::ue4m3_lifted_bf16x2_entry(c);
+    }
+  }
+}
+
 template <class Traits>
 __global__ void __launch_bounds__(Traits::kThreads, 1) grouped_swapped_kernel(const __grid_constant__ KernelParams p) {
   auto& ss = gemm_shared_storage<typename Traits::SharedStorage>();
+  fill_lifted_scales<Traits>(ss);
   run_decoding_roles<Traits>(p, ss, [&](const StagePipeline<Traits::kStages>& pipe, int consumer) {
     multiply_swapped<Traits>(p, ss, pipe, consumer);
   });

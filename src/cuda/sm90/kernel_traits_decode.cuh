@@ -23,9 +23,9 @@ inline constexpr int kDecodedStages = 2;
 // tiles, the epilogue's staging and the decoded tiles' barriers, at most 8. Both decoding kernels
 // (this one and kernel_traits_swapped.cuh) lay out their shared memory this way.
 constexpr int raw_stages_that_fit(std::size_t raw_stage_bytes, std::size_t stage_scale_bytes,
-                                  std::size_t decoded_stage_bytes, int consumers = 2) {
+                                  std::size_t decoded_stage_bytes, int consumers = 2, std::size_t table_bytes = 0) {
   const std::size_t fixed = decoded_stage_bytes * kDecodedStages + sizeof(float) * consumers * 64 * kEpiloguePitch +
-                            1024 /* base alignment */ + 4 * sizeof(std::uint64_t) * kDecodedStages;
+                            1024 /* base alignment */ + 4 * sizeof(std::uint64_t) * kDecodedStages + table_bytes;
   const std::size_t per_stage = raw_stage_bytes + stage_scale_bytes + 2 * sizeof(std::uint64_t);
   const std::size_t fit = (kSharedMemoryLimit - fixed - 256) / per_stage;
   return static_cast<int>(fit > 8 ? 8 : fit);

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "src/core/scale_codes.hpp"
 #include "src/cuda/sm90/kernel_traits.cuh"
 #include "src/cuda/sm90/kernel_traits_decode.cuh"
 #include "src/cuda/sm90/params.hpp"
@@ -142,8 +143,13 @@ struct SwappedKernelTraits {
     std::uint8_t a[Tokens * 128];  // the tokens of one 64-deep slice, bf16, 128-byte swizzled
   };
   static constexpr std::size_t kStageScaleBytes = sizeof(float) * (kStepsA * kScaleRowsA + kSfbSteps * kBlockN);
-  static constexpr int kStages =
-      raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage), Consumers);
+  // nv16 weights' scale codes in windows: the consumers look each code's lifted pair up in a table of all 256
+  // (core::ue4m3_lifted_bf16x2_entry or _f16x2_entry, filled before the roles start: fill_lifted_scales), exact for
+  // every code, so that their loop holds no test, no vote and no fp32 path for the codes (bench/NOTES.md version 66).
+  static constexpr bool kLiftedScaleTable = kScaleCodeWindows && BScales == ScaleGranularity::nv16;
+  static constexpr int kLiftedScaleEntries = kLiftedScaleTable ? core::kUe4m3Codes : 1;
+  static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage),
+                                                     Consumers, kLiftedScaleTable ? sizeof(std::uint32_t) * kLiftedScaleEntries : 0);
   static constexpr bool kFits = kStages >= 3;
   // Stages per scale-loader chunk: 16 bytes of B's codes per row, 8 for the 384-weight tile, fewer where
   // the ring is short (scale_chunk_that_fits).
@@ -176,6 +182,7 @@ struct SwappedKernelTraits {
     alignas(8) std::uint64_t full[kStages];
     alignas(8) std::uint64_t empty[kStages];
     std::uint32_t selector_table[32];
+    std::uint32_t lifted_scales[kLiftedScaleEntries];
   };
   using SharedStorage = std::conditional_t<kTokensStaged, StagedTokensStorage, DecodingStorage>;
   static constexpr std::size_t kSharedBytes = sizeof(SharedStorage) + 1024;

@@ -96,15 +96,6 @@ struct SwappedMainloop {
                                                                     int window_col) {
     return reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
   }
-  __device__ __forceinline__ static float scale_code_value(std::uint32_t code) {
-    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_code_to_float(code) : ue8m0_to_float(code);
-  }
-  __device__ __forceinline__ static bool scale_code_lifts(std::uint32_t code) {
-    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_lifts_exactly(code) : core::ue8m0_lifts_exactly(code);
-  }
-  __device__ __forceinline__ static std::uint32_t scale_code_lifted_pair(std::uint32_t code) {
-    return Traits::kBScales == ScaleGranularity::nv16 ? core::ue4m3_lifted_bf16x2(code) : core::ue8m0_lifted_bf16x2(code);
-  }
 
   // The column of k-block kb's first code in its window of B's scale codes.
   __device__ __forceinline__ static int scale_window_col(int kb) { return scale_code_window_col(kb, Traits::kStepsB); }
@@ -131,33 +122,44 @@ struct SwappedMainloop {
         if constexpr (Codes) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
         else scale[slab][upper] = ss.sfb[s][step][row];
       }
-    if constexpr (Traits::kF16) {
+    // nv16 codes: their lifted pairs from the table (Traits::kLiftedScaleTable), exact for every code.
+    if constexpr (Traits::kLiftedScaleTable) {
+      static_assert(Codes, "the table is of the codes in the stages' windows");
+      std::uint32_t lifted[kSlabs][2];
+#pragma unroll
+      for (int slab = 0; slab < kSlabs; ++slab)
+#pragma unroll
+        for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = ss.lifted_scales[scale_code[slab][upper]];
+      if constexpr (Traits::kF16) scale_f16_rows(codes, lifted, frag);
+      else scale_rows<ScaleSteps::lifted_pair>(codes, lifted, frag);
+      return false;
+    } else if constexpr (Traits::kF16) {
       static_assert(Codes, "the f16 weights decode from their scale codes (kernel_traits_swapped.cuh)");
-      return decode_f16_weights(codes, scale_code, frag);
+      return decode_mx32_f16_weights(codes, scale_code, frag);
     }
-    // Codes: the lifted scale's bf16 pair by one integer multiply-add where every code of the warp's rows
-    // allows it (normal ue4m3 scales, ue8m0 ones up to 32: src/core/scale_codes.hpp), as realistic weights'
-    // are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per slice. Measured -3
-    // to -5% on the mx32 rows against the fp32 path, within 1% on the nv16 ones (bench/NOTES.md, run 84).
-    if constexpr (Codes) {
+    // Codes (mx32 here: nv16's came from the table): the lifted scale's bf16 pair by one integer multiply-add where
+    // every code of the warp's rows allows it (ue8m0 scales up to 32: src/core/scale_codes.hpp), as realistic
+    // weights' are; their fp32 values and the multiplies below elsewhere. Warp-uniform: one vote per slice. Measured
+    // -3 to -5% against the fp32 path (bench/NOTES.md, run 84).
+    if constexpr (Codes && Traits::kBScales == ScaleGranularity::mx32) {
       bool lifts = true;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-        for (int upper = 0; upper < 2; ++upper) lifts = lifts && scale_code_lifts(scale_code[slab][upper]);
+        for (int upper = 0; upper < 2; ++upper) lifts = lifts && core::ue8m0_lifts_exactly(scale_code[slab][upper]);
       if (__all_sync(0xFFFFFFFFu, lifts)) {
         std::uint32_t lifted[kSlabs][2];
 #pragma unroll
         for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-          for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = scale_code_lifted_pair(scale_code[slab][upper]);
+          for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = core::ue8m0_lifted_bf16x2(scale_code[slab][upper]);
         scale_rows<ScaleSteps::lifted_pair>(codes, lifted, frag);
         return false;
       }
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-        for (int upper = 0; upper < 2; ++upper) scale[slab][upper] = scale_code_value(scale_code[slab][upper]);
+        for (int upper = 0; upper < 2; ++upper) scale[slab][upper] = ue8m0_to_float(scale_code[slab][upper]);
     }
     // mx32: one multiply where every scale of the warp's rows is at most 32 (2^(e + 122) is then a bf16, and
     // so is every product, exactly), as realistic weights' blocks are; two elsewhere. Warp-uniform: no
@@ -223,15 +225,15 @@ struct SwappedMainloop {
       for (int i = 0; i < 4; ++i) frag[2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
   }
 
-  // The f16 operands' decode (Traits::kF16): the codes as e2m1 x 2^-14 (core::e2m1x8_to_tiny_f16_pairs), then one
-  // f16 multiply by the scale lifted by 2^7 (nv16) or 2^10 (mx32): the weights reach wgmma as their values times
-  // 2^-kWeightExponent, as with bf16 (src/core/scale_codes.hpp). nv16: the lifted pair from the code where every
-  // code of the warp's rows is a normal scale (one vote), else from its fp32 value; exact for every scale. mx32:
-  // from the code where it lies in f16's window (2^-19 .. 32), else 0, so that the weights of such a (row, block)
-  // are zeros in the fragments; returns whether the warp has any (one vote), whose products the caller then adds
-  // in fp32 (add_tile_in_fp32). A select a code keeps the fragments' decode free of branches.
-  __device__ __forceinline__ static bool decode_f16_weights(const std::uint32_t (&codes)[kSlabs][2][2],
-                                                            const std::uint32_t (&scale_code)[kSlabs][2], Fragments& frag) {
+  // The f16 operands' decode (Traits::kF16) of mx32 weights: the codes as e2m1 x 2^-14 (core::e2m1x8_to_tiny_f16_pairs),
+  // then one f16 multiply by the scale lifted by 2^10 (nv16's by 2^7 come from the table): the weights reach wgmma as
+  // their values times 2^-kWeightExponent, as with bf16 (src/core/scale_codes.hpp). The lifted pair from the code where
+  // it lies in f16's window (2^-19 .. 32), else 0, so that the weights of such a (row, block) are zeros in the
+  // fragments; returns whether the warp has any (one vote), whose products the caller then adds in fp32
+  // (add_tile_in_fp32). A select a code keeps the fragments' decode free of branches.
+  __device__ __forceinline__ static bool decode_mx32_f16_weights(const std::uint32_t (&codes)[kSlabs][2][2],
+                                                                 const std::uint32_t (&scale_code)[kSlabs][2], Fragments& frag) {
+    static_assert(Traits::kBScales == ScaleGranularity::mx32);
     std::uint32_t lifted[kSlabs][2];
     bool lifts = true;
 #pragma unroll
@@ -239,27 +241,13 @@ struct SwappedMainloop {
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
         const std::uint32_t code = scale_code[slab][upper];
-        if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
-          lifts = lifts && core::ue4m3_lifts_exactly(code);
-          lifted[slab][upper] = core::ue4m3_lifted_f16x2(code);
-        } else {
-          const bool in_window = core::ue8m0_lifts_exactly_f16(code);
-          lifts = lifts && in_window;
-          lifted[slab][upper] = in_window ? core::ue8m0_lifted_f16x2(code) : 0u;
-        }
+        const bool in_window = core::ue8m0_lifts_exactly_f16(code);
+        lifts = lifts && in_window;
+        lifted[slab][upper] = in_window ? core::ue8m0_lifted_f16x2(code) : 0u;
       }
     const bool all_lift = __all_sync(0xFFFFFFFFu, lifts);
-    if constexpr (Traits::kBScales == ScaleGranularity::nv16) {
-      if (!all_lift) {
-#pragma unroll
-        for (int slab = 0; slab < kSlabs; ++slab)
-#pragma unroll
-          for (int upper = 0; upper < 2; ++upper)
-            lifted[slab][upper] = core::f16x2_of(core::ue4m3_code_to_float(scale_code[slab][upper]) * core::kUe4m3F16Lift);
-      }
-    }
     scale_f16_rows(codes, lifted, frag);
-    return Traits::kBScales == ScaleGranularity::mx32 && !all_lift;
+    return !all_lift;
   }
 
   // Codes (e2m1 x 2^-14) times their lifted f16 pairs, into fragments.
