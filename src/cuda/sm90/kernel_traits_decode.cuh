@@ -20,8 +20,8 @@ inline constexpr int kDecodedK = 64;  // K per decoded tile: 128 bytes of bf16 p
 inline constexpr int kDecodedStages = 2;
 
 // The raw stages (each with its scales and two barriers) that fit in shared memory next to the decoded
-// tiles, the epilogue's staging and the decoded tiles' barriers, at most 8. Both decoding kernels
-// (this one and kernel_traits_swapped.cuh) lay out their shared memory this way.
+// tiles, the epilogue's staging, the decoded tiles' barriers and table_bytes of tables, at most 8. Both decoding
+// kernels (this one and kernel_traits_swapped.cuh) lay out their shared memory this way.
 constexpr int raw_stages_that_fit(std::size_t raw_stage_bytes, std::size_t stage_scale_bytes,
                                   std::size_t decoded_stage_bytes, int consumers = 2, std::size_t table_bytes = 0) {
   const std::size_t fixed = decoded_stage_bytes * kDecodedStages + sizeof(float) * consumers * 64 * kEpiloguePitch +
