@@ -40,6 +40,14 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out);
 struct CheckOptions {
   double tolerance = 0;  // 0: default_tolerance(args)
   int threads = 0;       // 0: all hardware threads
+  int list_failures = 0;  // how many failing elements CheckReport::listed keeps (the first by position)
+};
+
+// One element above the bound: where it is, what was written and what was expected.
+struct FailedElement {
+  int group = 0;
+  std::int64_t l = 0, m = 0, n = 0;
+  double value = 0, expected = 0, error = 0;  // error: the normalised error
 };
 
 struct CheckReport {
@@ -53,6 +61,8 @@ struct CheckReport {
   int worst_group = -1;
   std::int64_t worst_l = 0, worst_m = 0, worst_n = 0;
   double worst_value = 0, worst_expected = 0;
+  // The first CheckOptions::list_failures failing elements, by group, batch, row and column.
+  std::vector<FailedElement> listed;
   // Why nothing was compared (invalid arguments, or `expected` not shaped like the arguments'
   // groups); empty when the comparison ran.
   std::string error;

@@ -13,6 +13,7 @@
 #include <exception>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bsgemm/formats.hpp"
@@ -51,6 +52,19 @@ struct Partial {
   std::int64_t checked = 0, failures = 0;
   Position worst;
   double worst_value = 0, worst_expected = 0;
+  std::vector<FailedElement> listed;  // at most 2 x the list's length, trimmed to the first by position
+
+  void list(const Position& at, double value, double expected, double err, std::size_t limit) {
+    if (limit == 0) return;
+    listed.push_back(FailedElement{at.group, at.l, at.m, at.n, value, expected, err});
+    if (listed.size() >= 2 * limit) keep_first(limit);
+  }
+  void keep_first(std::size_t limit) {
+    std::sort(listed.begin(), listed.end(), [](const FailedElement& x, const FailedElement& y) {
+      return Position{x.group, x.l, x.m, x.n}.before(Position{y.group, y.l, y.m, y.n});
+    });
+    if (listed.size() > limit) listed.resize(limit);
+  }
 
   void take(double err, const Position& at, double value, double expected) {
     if (err > max_rel_err || (err == max_rel_err && at.before(worst))) {
@@ -66,6 +80,7 @@ struct Partial {
     if (other.max_abs_err > max_abs_err) max_abs_err = other.max_abs_err;
     checked += other.checked;
     failures += other.failures;
+    listed.insert(listed.end(), other.listed.begin(), other.listed.end());
   }
 };
 
@@ -169,6 +184,7 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
     std::vector<Partial> partials(static_cast<std::size_t>(cpu::resolve_thread_count(options.threads)));
     const bool d_n_contiguous = args.d_major == Major::n;
     const double tolerance = report.tolerance;
+    const auto listed_limit = static_cast<std::size_t>(std::max(options.list_failures, 0));
     cpu::parallel_for(row_task_begin.back(), options.threads, [&](std::int64_t task, int worker) {
       const std::size_t s = cpu::range_of_task(row_task_begin, task);
       const Slab& slab = slabs[s];
@@ -199,7 +215,10 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
           const double scale = alpha * a_norm * slab.b_norms[static_cast<std::size_t>(n)] + c_term + kTiny;
           const double err = normalised_error(d, r, scale);
           ++partial.checked;
-          if (!(err <= tolerance)) ++partial.failures;
+          if (!(err <= tolerance)) {
+            ++partial.failures;
+            partial.list(Position{slab.group, slab.batch, m, n}, d, r, err, listed_limit);
+          }
           if (!std::isnan(d) && !std::isnan(r) && d != r && std::fabs(d - r) > partial.max_abs_err)
             partial.max_abs_err = std::fabs(d - r);
           partial.take(err, Position{slab.group, slab.batch, m, n}, d, r);
@@ -219,6 +238,8 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
     report.worst_n = total.worst.n;
     report.worst_value = total.worst_value;
     report.worst_expected = total.worst_expected;
+    total.keep_first(listed_limit);
+    report.listed = std::move(total.listed);
     report.pass = total.failures == 0;
   } catch (const std::exception& e) {
     report = CheckReport{};

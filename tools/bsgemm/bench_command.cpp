@@ -204,7 +204,7 @@ BenchRecord run_case(const BenchConfig& config, const BenchCase& bench_case, con
     CheckOutcome outcome;
     // The CPU back end is checked against the fp64 reference, never against itself.
     const bool exact = record.backend == Backend::cpu || exact_reference_is_quick(spec);
-    if (Status s = check_workload(workload, exact, std::nullopt, spec.threads, progress, &outcome);
+    if (Status s = check_workload(workload, exact, std::nullopt, spec.threads, 0, progress, &outcome);
         !s.ok())
       return fail(s);
     record.check = outcome.report.pass ? "PASS" : "FAIL";

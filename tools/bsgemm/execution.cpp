@@ -237,7 +237,7 @@ bool exact_reference_is_quick(const testing::WorkloadSpec& spec) {
   return multiply_adds(spec) * kSecondsPerMultiplyAdd + decodes * kSecondsPerDecode <= kQuickExactThreadSeconds;
 }
 
-Status check_workload(const testing::HostWorkload& host, bool exact, std::optional<double> tolerance, int threads,
+Status check_workload(const testing::HostWorkload& host, bool exact, std::optional<double> tolerance, int threads, int list_failures,
                       Progress& progress, CheckOutcome* out) {
   progress.begin(exact ? "computing expected values (fp64 reference)" : "computing expected values (CPU back end, fp32)");
   ExpectedOutput expected;
@@ -249,6 +249,7 @@ Status check_workload(const testing::HostWorkload& host, bool exact, std::option
   progress.begin("checking " + std::to_string(elements) + " elements");
   CheckOptions options;
   options.threads = threads;
+  options.list_failures = list_failures;
   // check_output reads a tolerance of 0 as "the default"; the smallest positive double keeps the
   // user's 0 meaning "no error at all" (a normalised error is either 0 or far above it).
   if (tolerance) options.tolerance = *tolerance > 0 ? *tolerance : std::numeric_limits<double>::denorm_min();

@@ -114,8 +114,8 @@ struct CheckOutcome {
 
 // Expected values (exact or fast) and check_output of the D now in the host workload's buffers.
 // `tolerance` 0 means exactly that (every element equal to the expected value), unlike
-// CheckOptions::tolerance, where 0 selects the default bound.
-Status check_workload(const testing::HostWorkload& host, bool exact, std::optional<double> tolerance, int threads,
+// CheckOptions::tolerance, where 0 selects the default bound. list_failures: CheckOptions::list_failures.
+Status check_workload(const testing::HostWorkload& host, bool exact, std::optional<double> tolerance, int threads, int list_failures,
                       Progress& progress, CheckOutcome* out);
 
 // One JSON object built member by member, for the --json outputs. The member functions have

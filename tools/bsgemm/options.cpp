@@ -216,6 +216,7 @@ constexpr OptionSpec kRunOptions[] = {
     {"tolerance", "X", "bound on check_output's normalised error (default: the output type's bound)"},
     {"ref", "MODE", "expected values: exact (fp64 reference), fast (CPU back end, fp32 output) or auto (default: exact when\n                                  small); runs on the cpu back end always use the fp64 reference"},
     {"skip-ref-check", "", "do not check the result"},
+    {"list-failures", "N", "print the first N elements above the bound (by group, batch, row, column; default 0)"},
     {"warmup-iterations", "N", "untimed runs before timing (default 0)"},
     {"iterations", "N", "timed runs; the median is reported (default 1; 0 skips timing)"},
     {"use-cold-l2", "", "cuda: rotate through copies of the inputs so that every timed run starts with a cold L2"},
@@ -597,6 +598,7 @@ RunConfig parse_run_command(std::span<const std::string_view> args) {
     else bad_value("ref", *t, "exact, fast or auto");
   }
   config.skip_ref_check = options.has("skip-ref-check");
+  config.list_failures = parse_count(options, "list-failures", 0, 0);
   config.warmup_iterations = parse_count(options, "warmup-iterations", 0, 0);
   config.iterations = parse_count(options, "iterations", 1, 0);
   config.use_cold_l2 = options.has("use-cold-l2");

@@ -114,6 +114,7 @@ struct RunConfig {
   int warmup_iterations = 0;
   int iterations = 1;
   bool skip_ref_check = false;
+  int list_failures = 0;  // failing elements the check prints (--list-failures)
   bool use_cold_l2 = false;
   ReferenceMode reference = ReferenceMode::automatic;
   std::string json_path;  // empty: no JSON

@@ -210,7 +210,8 @@ int run_command(std::span<const std::string_view> args) {
     const bool exact = result.backend == Backend::cpu || config.reference == ReferenceMode::exact ||
                        (config.reference == ReferenceMode::automatic && exact_reference_is_quick(config.spec));
     CheckOutcome outcome;
-    if (Status s = check_workload(workload, exact, config.tolerance, config.run_options.cpu_threads, progress, &outcome);
+    if (Status s = check_workload(workload, exact, config.tolerance, config.run_options.cpu_threads, config.list_failures, progress,
+                                  &outcome);
         !s.ok()) {
       print_error(progress, s.message);
       return exit_code_for(s);
@@ -228,8 +229,12 @@ int run_command(std::span<const std::string_view> args) {
               << "  max abs err   " << format_number(report.max_abs_err, "%.4g") << "\n"
               << "  max rel err   " << format_number(report.max_rel_err, "%.4g") << "  (|D - R| / (|alpha| |a_m| |b_n| + |beta C|))\n"
               << "  tolerance     " << format_number(report.tolerance, "%.4g") << "\n"
-              << "  " << report.summary() << "\n"
-              << std::flush;
+              << "  " << report.summary() << "\n";
+    for (const FailedElement& f : report.listed)
+      std::cout << "  failed: group " << f.group << ", batch " << f.l << ", row " << f.m << ", column " << f.n << ": wrote "
+                << format_number(f.value, "%.9g") << ", expected " << format_number(f.expected, "%.9g") << " (error "
+                << format_number(f.error, "%.3g") << ")\n";
+    std::cout << std::flush;
   }
 
   if (config.iterations > 0) {
