@@ -1285,6 +1285,46 @@ TEST_P(GpuStagedTokens, ScaleCodesByTmaAndByLoaders) {
   }
 }
 
+// ---- the register-operand kernel that decodes its own tokens --------------------------------------------
+
+// The variants whose pointer-array calls of decode size run the register-operand kernel with its tokens decoded
+// on chip (no staging pass): FP4 weights with same-recipe or mxfp8 tokens.
+std::vector<std::size_t> token_decoding_variants() {
+  return variants_where([](const RecipeVariant& v) {
+    const bool fp4_weights = v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4;
+    return fp4_weights && (v.a.recipe == v.b.recipe || v.a.recipe == Recipe::mxfp8) && v.path != KernelPath::fp8;
+  });
+}
+
+class GpuTokenDecoding : public GpuVariantTest {};
+
+// Pointer-array groups of decode size with more tiles than CTAs, so that each CTA's raw stages go round the ring
+// many times and into its next tiles while the scale loaders and TMA run ahead. Its consumers once released a
+// stage while some of their shared loads of it were still in flight, and a loader's next turn overwrote scales
+// before they were read (bench/NOTES.md session 40): with nv16 weights, 32-token tiles (22 groups of 16 tokens,
+// 12 tiles each) failed every run, the 64-token tiles now and then. The scales are linear, as in those runs: the
+// loaders' one vector load per row and chunk lets them run furthest ahead.
+TEST_P(GpuTokenDecoding, StagesReusedAcrossTiles) {
+  SKIP_WITHOUT_GPU();
+  RecipeVariant v = variant();
+  v.a.scale_layout = ScaleLayout::linear;
+  v.b.scale_layout = ScaleLayout::linear;
+  std::uint64_t seed = seed_base(1600000);
+  for (const GroupShape shape : {GroupShape{16, 3072, 4096, 1}, GroupShape{64, 1024, 1024, 1}}) {
+    const WorkloadSpec s =
+        make_spec(v, GroupLayout::pointer_array, DataType::bf16, std::vector<GroupShape>(shape.m == 16 ? 44 : 40, shape), ++seed);
+    HostWorkload host;
+    ASSERT_TRUE(HostWorkload::create(s, &host).ok());
+    RunOptions options;
+    options.backend = Backend::cuda;
+    options.path = v.path;
+    const std::string plan = describe_plan(host.args(), options);
+    EXPECT_NE(plan.find("FP4 weights in wgmma registers"), std::string::npos) << plan;
+    EXPECT_EQ(plan.find("tokens staged"), std::string::npos) << plan;
+    run_and_check(v, s, MemoryLocation::host);
+  }
+}
+
 // ---- ue4m3 scale codes with the sign bit set ------------------------------------------------------------
 
 std::vector<std::size_t> ue4m3_variants() {
@@ -1324,6 +1364,7 @@ TEST_P(GpuUe4m3Scales, TheSignBitIsIgnored) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuStagedTokens, ::testing::ValuesIn(register_operand_variants()), variant_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuTokenDecoding, ::testing::ValuesIn(token_decoding_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuUe4m3Scales, ::testing::ValuesIn(ue4m3_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuMatrix, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuVariantShapes, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);

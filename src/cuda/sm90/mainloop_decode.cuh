@@ -149,12 +149,18 @@ struct DecodeMainloop {
     float sa_top = 0.0f, sa_bottom = 0.0f;  // block128: the scales of the stage being accumulated
     PipelineState<kDecodedStages> write = decoded, read = decoded;
 
-    // The raw stage's last reads: its scales (block128), then it goes back to the producers.
-    const auto finish_stage = [&] {
+    // block128: the stage's scales, read before its second half is decoded (the stage before's promotion is done by
+    // then), so that the decode's loads and stores lie between these loads and the stage's release: ptxas issues the
+    // release's arrive without waiting for shared loads still in flight, and the scale loaders' next turn could
+    // overwrite the scales before such a load had read them (bench/NOTES.md session 40).
+    const auto read_stage_scales = [&] {
       if constexpr (Traits::kPromote) {
         sa_top = ss.sfa[raw.index][0][frag_row];
         sa_bottom = ss.sfa[raw.index][0][frag_row + 8];
       }
+    };
+    // The raw stage back to the producers.
+    const auto finish_stage = [&] {
       __syncwarp();
       if (release_lane) pipe.consumer_release(raw);
       raw.advance();
@@ -163,6 +169,7 @@ struct DecodeMainloop {
     const auto decode_tile = [&](int j) {
       const int kb = j / 2, half = j % 2;
       if (half == 0) pipe.consumer_wait(raw);
+      else read_stage_scales();
       ptx::mbarrier_wait(&ss.decoded_empty[write.index], write.phase ^ 1u);
       decode_half(ss, raw.index, half, write.index, static_cast<int>(k - static_cast<std::int64_t>(kb) * kBlockK));
       // The wgmma of both warpgroups read the tile through the async proxy.
@@ -194,11 +201,12 @@ struct DecodeMainloop {
     decode_tile(0);
     const int paired_tiles = 2 * (tiles / 2);
     for (int j = 0; j < paired_tiles; ++j) multiply_tile(j, j + 1 < tiles, j % 2 == 1);
-    // A one-tile last stage: decoded in the loop's last step (or above), finished only now, after the
-    // promotion of the stage before it, whose scales sa_top and sa_bottom held.
+    // A one-tile last stage: decoded in the loop's last step (or above), its scales read only now, after the
+    // promotion of the stage before it, whose scales sa_top and sa_bottom held; released after its wgmma.
     if (one_tile_last) {
-      finish_stage();
+      read_stage_scales();
       multiply_tile(tiles - 1, false, true);
+      finish_stage();
     }
     decoded = read;
   }

@@ -408,11 +408,16 @@ struct SwappedMainloop {
       if (release_lane) ptx::mbarrier_arrive(&ss.decoded_full[write.index]);
       write.advance();
       decode_weights(ss, raw.index, half, frag);
-      if (half == 1) {
-        __syncwarp();
-        if (release_lane) pipe.consumer_release(raw);
-        raw.advance();
-      }
+    };
+    // The raw stage back to the producers once the wgmma of its second half are issued. Not before: ptxas issues the
+    // release's arrive without waiting for the warp's shared loads still in flight, and a loader's store (or TMA)
+    // could then overwrite a stage's scales or codes before a load had read them (bench/NOTES.md session 40: 68-3609
+    // wrong elements of slab 1, whose loads come last). The wgmma read the second half's fragments, which every load
+    // of the stage feeds (the tokens' through the decoded tiles' stores), so those loads have landed by then.
+    const auto release_raw = [&] {
+      __syncwarp();
+      if (release_lane) pipe.consumer_release(raw);
+      raw.advance();
     };
     const auto consume = [&](const Fragments& frag, bool fresh) {
       ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
@@ -433,6 +438,7 @@ struct SwappedMainloop {
       produce(kb, 1, second_half);
       retire();
       consume(second_half, false);
+      release_raw();
       if (kb + 1 < k_blocks) produce(kb + 1, 0, first_half);
       retire();
     }
