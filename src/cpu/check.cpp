@@ -214,14 +214,15 @@ CheckReport check_output(const GemmArguments& args, const ExpectedOutput& expect
           }
           const double scale = alpha * a_norm * slab.b_norms[static_cast<std::size_t>(n)] + c_term + kTiny;
           const double err = normalised_error(d, r, scale);
+          const Position at{slab.group, slab.batch, m, n};
           ++partial.checked;
           if (!(err <= tolerance)) {
             ++partial.failures;
-            partial.list(Position{slab.group, slab.batch, m, n}, d, r, err, listed_limit);
+            partial.list(at, d, r, err, listed_limit);
           }
           if (!std::isnan(d) && !std::isnan(r) && d != r && std::fabs(d - r) > partial.max_abs_err)
             partial.max_abs_err = std::fabs(d - r);
-          partial.take(err, Position{slab.group, slab.batch, m, n}, d, r);
+          partial.take(err, at, d, r);
         }
       }
     });
