@@ -5,7 +5,8 @@
 
 bench.json: `bsgemm bench --json` records {case, recipe, layout, backend, median_ms, tflops, gbps, check}.
 peers.json: peers.py records {case, peer, ms, tflops}. DeepGEMM cannot be installed on the GPU machine;
-its numbers, measured on the same H200 model on 2026-11-29, are taken from ../shared/design.md.
+its numbers, measured on an H200 on 2026-11-29, are taken from ../shared/design.md (the title names the card that
+ran the call: H100 or H200).
 """
 import argparse
 import json
@@ -37,13 +38,17 @@ def main():
             if p["case"] not in best_fp8 or p["ms"] < best_fp8[p["case"]][0]:
                 best_fp8[p["case"]] = (p["ms"], p["peer"])
 
-    print("# bsgemm on the H200 next to the Hopper paths users have today")
+    # The lent machines are H200s or H100s; DeepGEMM's figures are the H200's whatever ran the call.
+    card = "H100" if "H100" in args.gpu else "H200"
+    print(f"# bsgemm on the {card} next to the Hopper paths users have today")
     print()
     if args.gpu:
         print(f"GPU: {args.gpu}")
         print()
-    print("Peers: torch/cuBLAS (`../shared/bench/peers.py`, same call); DeepGEMM from design.md (same H200 model,")
+    print("Peers: torch/cuBLAS (`../shared/bench/peers.py`, same call); DeepGEMM from design.md (measured on an H200,")
     print("2026-11-29; it cannot be installed on the GPU machine). Ratios > 1 mean bsgemm is faster.")
+    if card != "H200":
+        print(f"This call ran on an {card}: the DeepGEMM column compares its H200 figures with this card's times.")
     print("bsgemm times are medians of CUDA-event-timed calls with inputs rotated through copies larger than L2;")
     places = {r.get("descriptions", "host") for r in ours}
     if places == {"host"}:

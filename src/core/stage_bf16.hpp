@@ -86,6 +86,22 @@ BSGEMM_HD inline int block128_token_exponent(std::uint32_t largest_bits) {
   const int e = floor_log2 - 8;
   return e < -126 ? -126 : e;
 }
+// The staging pass knows a bound on a row's largest |x s| before its codes, 448 (e4m3's largest magnitude) times the
+// row's largest |s|, and the largest value itself only after them. It stages each row with the bound's exponent
+// (block128_token_exponent of the bound's bits), unless that lies more than kBlock128BoundSlack binades above the
+// largest value's own (or below it, where the bound is not finite): then with the largest value's, staging the row
+// again. The row's largest value then lies in [2^(8 - kBlock128BoundSlack), 2^9) after the division, so the products
+// that f16 holds as subnormals (below 2^-14 after the division: 2^-(22 - kBlock128BoundSlack) of the row's largest
+// value or less) keep an absolute error of at most 2^-25 x 2^E, below 2^-(33 - kBlock128BoundSlack) of the row's
+// largest value, and every other product its relative 2^-11. A block that a quantizer scaled by
+// amax / 448 reaches its bound exactly, one scaled by a power of two at or above amax / 448 (ue8m0 scales) within a
+// binade: such rows are staged once. Rows of zeros, or holding a NaN (whose outputs are all NaN), keep the bound's.
+inline constexpr int kBlock128BoundSlack = 4;
+BSGEMM_HD inline int block128_row_exponent(int bound_e, std::uint32_t largest_bits) {
+  if (largest_bits == 0 || largest_bits >= 0x7F800000u) return bound_e;
+  const int e = block128_token_exponent(largest_bits);
+  return e > bound_e || e < bound_e - kBlock128BoundSlack ? e : bound_e;
+}
 // 2^e for e in -126 .. 127.
 BSGEMM_HD inline float power_of_two(int e) { return detail::bits_to_float(static_cast<std::uint32_t>(e + 127) << 23); }
 

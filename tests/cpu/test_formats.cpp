@@ -471,6 +471,27 @@ TEST(Formats, Block128TokensStageAsF16) {
     EXPECT_GE(largest * core::power_of_two(-e), 256.0f) << largest;
     EXPECT_LT(largest * core::power_of_two(-e), 512.0f) << largest;
   }
+  // A row staged with its scales' bound (448 x the largest |s|) keeps the bound's exponent while its largest value
+  // lies within kBlock128BoundSlack binades below it: amax / 448 scales (the bound itself), ue8m0 scales (a binade
+  // at most), and takes the largest value's own further below (a large scale over codes of zeros beside small
+  // blocks) or above a bound that is not finite; rows of zeros and rows holding a NaN keep the bound's.
+  const auto bits = [](float x) { return detail::float_to_bits(x); };
+  EXPECT_EQ(core::block128_row_exponent(core::block128_token_exponent(bits(448.0f * 0x1p-20f)), bits(448.0f * 0x1p-20f)), -20);
+  EXPECT_EQ(core::block128_row_exponent(-20, bits(240.0f * 0x1p-20f)), -20);  // an ue8m0 block's largest code 240
+  EXPECT_EQ(core::block128_row_exponent(-20, bits(0x1p-16f)), -20);            // kBlock128BoundSlack binades below
+  EXPECT_EQ(core::block128_row_exponent(-20, bits(0x1.fffffep-17f)), -25);     // further below: its own
+  EXPECT_EQ(core::block128_row_exponent(100, bits(3.0f)), -7);
+  EXPECT_EQ(core::block128_row_exponent(0, bits(0x1p127f)), 119);  // the bound overflowed fp32: 0 from it
+  EXPECT_EQ(core::block128_row_exponent(37, 0u), 37);
+  EXPECT_EQ(core::block128_row_exponent(37, 0x7FC00000u), 37);
+  for (int trial = 0; trial < 2000; ++trial) {
+    // Whatever the bound, the row's largest value lands in [2^(8 - slack), 2^9) and nothing overflows f16.
+    const float largest = std::ldexp(0.5f + static_cast<float>(rng() % 100000) / 200000.0f, static_cast<int>(rng() % 200) - 90);
+    const float bound = largest * std::ldexp(1.0f, static_cast<int>(rng() % 12));
+    const int e = core::block128_row_exponent(core::block128_token_exponent(bits(bound)), bits(largest));
+    EXPECT_GE(largest * core::power_of_two(-e), std::ldexp(1.0f, 8 - core::kBlock128BoundSlack)) << largest << " " << bound;
+    EXPECT_LT(largest * core::power_of_two(-e), 512.0f) << largest << " " << bound;
+  }
   // A block whose scale times 2^-E overflows holds only zeros: it stages at the largest finite scale, so 0 x s
   // stays 0; infinite and NaN scales stay as they are.
   EXPECT_EQ(core::block128_staging_scale(0x1p100f, -120), std::numeric_limits<float>::max());

@@ -1363,7 +1363,70 @@ TEST_P(GpuUe4m3Scales, TheSignBitIsIgnored) {
                 MemoryLocation::host, {}, nullptr, set_sign_bits);
 }
 
+// ---- fp8-block128 tokens staged as f16 ------------------------------------------------------------------
+
+std::vector<std::size_t> f16_token_variants() {
+  return variants_where([](const RecipeVariant& v) {
+    return v.a.recipe == Recipe::fp8_block128 && (v.b.recipe == Recipe::mxfp4 || v.b.recipe == Recipe::nvfp4);
+  });
+}
+
+class GpuF16Tokens : public GpuVariantTest {};
+
+// The f16 staging pass divides each token row by the power of two its scales' bound gives (448 x the row's largest
+// |s|) and stages the row again where its largest value lies more than core::kBlock128BoundSlack binades lower
+// (core::block128_row_exponent). Every third row here has its first block's codes zeroed under a scale 2^40 times
+// its own: staged with the bound's power of two, the row's other blocks would round to f16 zeros and its outputs
+// fail the check; the other rows stay as drawn (amax / 448 scales: the bound's power of two). Whole slices (K = 1024,
+// 7168) and K's tail (1000), both MoE forms, the planner's tile for 64 tokens and the 16-token one.
+TEST_P(GpuF16Tokens, RowsFarBelowTheirScalesBound) {
+  SKIP_WITHOUT_GPU();
+  RecipeVariant v = variant();
+  v.path = KernelPath::staged;
+  std::uint64_t seed = seed_base(1700000);
+  // A's rows a batch (the masked form's max_m, the contiguous form's sum), with the strides' dense defaults.
+  const auto lift_zeroed_blocks = [&](HostWorkload& w) {
+    const MoeGroups& moe = w.args().moe;
+    ASSERT_EQ(v.a.scale, DataType::f32);
+    const ScaleLayout layout = v.a.scale_layout;
+    const std::int64_t batches = w.args().layout == GroupLayout::masked ? moe.num_groups : 1;
+    const std::int64_t cols = scale_cols(Recipe::fp8_block128, moe.k);
+    const std::int64_t lda = core::or_default(moe.lda, moe.k);
+    const std::int64_t batch_stride_a = core::or_default(moe.batch_stride_a, moe.rows * lda);
+    const std::int64_t sfa_ld = core::or_default(moe.sfa_ld, default_scale_ld(layout, moe.rows, cols));
+    const std::int64_t sfa_batch_stride =
+        core::or_default(moe.sfa_batch_stride, core::dense_scale_batch_stride(layout, moe.rows, cols, sfa_ld));
+    auto* codes = static_cast<std::uint8_t*>(const_cast<void*>(moe.a));
+    auto* scales = static_cast<float*>(const_cast<void*>(moe.sfa));
+    int edited = 0;
+    for (std::int64_t batch = 0; batch < batches; ++batch)
+      for (std::int64_t row = 0; row < moe.rows; row += 3) {
+        std::uint8_t* first = codes + batch * batch_stride_a + row * lda;
+        std::fill(first, first + std::min<std::int64_t>(128, moe.k), std::uint8_t{0});
+        scales[batch * sfa_batch_stride + scale_offset(layout, row, 0, cols, sfa_ld)] *= 0x1p40f;
+        ++edited;
+      }
+    EXPECT_GT(edited, 0);
+  };
+  for (const GroupLayout layout : {GroupLayout::masked, GroupLayout::contiguous})
+    for (const auto& [tile_m, k] : std::vector<std::pair<int, std::int32_t>>{{32, 1024}, {16, 1000}, {32, 7168}}) {
+      RunOptions o;
+      o.tile_m = tile_m;
+      o.tile_n = 256;
+      const WorkloadSpec spec = make_spec(v, layout, DataType::f32, moe_groups({64, 31, 1, 0, 16}, 264, k), ++seed);
+      HostWorkload host;
+      ASSERT_TRUE(HostWorkload::create(spec, &host).ok());
+      RunOptions cuda_options = o;
+      cuda_options.backend = Backend::cuda;
+      cuda_options.path = v.path;
+      const std::string plan = describe_plan(host.args(), cuda_options);
+      EXPECT_NE(plan.find("tokens staged"), std::string::npos) << plan;
+      run_and_check(v, spec, MemoryLocation::host, o, nullptr, lift_zeroed_blocks);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuStagedTokens, ::testing::ValuesIn(register_operand_variants()), variant_name);
+INSTANTIATE_TEST_SUITE_P(Gpu, GpuF16Tokens, ::testing::ValuesIn(f16_token_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuTokenDecoding, ::testing::ValuesIn(token_decoding_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuUe4m3Scales, ::testing::ValuesIn(ue4m3_variants()), variant_name);
 INSTANTIATE_TEST_SUITE_P(Gpu, GpuMatrix, ::testing::Range<std::size_t>(0, recipe_variants().size()), variant_name);

@@ -22,7 +22,7 @@
 // stage_bf16.cu with weights_order), TMA brings them into each raw stage as two 128-byte-swizzled halves,
 // wgmma's B operand as it is: no token decode, no decoded tiles and their barriers, no token scales.
 // fp8-block128 tokens (AScales == block128) carry fp32 scales that neither bf16 nor f16 can hold exactly with
-// their values: the pass stages them as f16 with the scales folded in and rounded (core::block128_token_exponent:
+// their values: the pass stages them as f16 with the scales folded in and rounded (core::block128_row_exponent:
 // each row divided by a power of two that keeps it inside f16's range, relative error at most 2^-11), the
 // weights decode to f16 (exact for every nv16 scale and for the mx32 scales 2^-19 .. 32, the rest added in fp32:
 // mainloop_swapped.cuh), the wgmma are F16, and each token's outputs take its power of two back in the epilogue

@@ -113,7 +113,7 @@ int staged_kernel_stages(const KernelChoice& choice);
 // down to scales of 2^-124 / 2^-117 (below, the smallest elements round; the decoding kernel's rule).
 // fp8-block128 tokens (block128_f16) are staged as f16 instead: each row times its f32 (or ue8m0) scales per 128
 // of K and divided by a power of two of its own, rounded to f16, the power of two into factors[batch * rows + row]
-// (core::block128_token_exponent).
+// (core::block128_row_exponent: from the bound its scales give, or its largest value where that lies far below).
 struct StageOperand {
   const std::uint8_t* src = nullptr;  // K-major elements
   DataType element = DataType::e4m3;  // e4m3, e5m2 or e2m1 (two per byte, the low nibble first)

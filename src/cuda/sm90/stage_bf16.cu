@@ -196,11 +196,19 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
 }
 
 // The weights' order over whole slices (K a multiple of 64, every row's codes aligned to a chunk's), the
-// decode calls' tokens: stage_rows' generality (K's tail, each chunk's alignment test, a scale layout's
-// switch) takes half of its 80-odd instructions a chunk there, and ncu finds the pass issue-bound (47% of
-// issue slots, DRAM at 12%). Here a chunk is one plain load, its scale column's offset two multiply-adds of
-// values fixed per operand, the conversion, and the same stores. Whether an operand qualifies is the host's
-// choice of kernel (launch_stage_bf16).
+// decode calls' tokens. A warp takes a row in rounds of kWholeSliceChunks chunks a lane (K = 4096 in one round, 7168
+// in two), chunk round + 32 u + lane for u < kWholeSliceChunks: each is one plain load at a fixed offset from the
+// lane's first, and its stores land at fixed offsets from the lane's first too (store_weights_order_chunk: c % 8 is
+// lane % 8). A round's chunks span 32 kWholeSliceChunks / B scale blocks (B chunks a block: 4 for ue8m0, 2 for
+// ue4m3), whose codes the lanes load 32 at a time (lane l the round's blocks l, l + 32, ...), and each chunk takes its
+// block's code from the lane that holds it by a shuffle. Up to version 67 a row was the lanes of a CTA (four chunks
+// each), each chunk loading its own scale code through the layout's column steps and testing its bounds: about 138
+// instructions a chunk under ncu against 79 now, for about the same time (bench/NOTES.md version 67: the pass is not
+// bound by its instructions). Whether an operand qualifies is the host's choice of kernel (launch_stage_bf16).
+constexpr int kWholeSliceChunks = 16;
+constexpr int kWholeSliceCtasPerSm = 2;  // 128 registers a thread: sixteen chunks in flight
+constexpr int kWholeSliceRowsPerCta = kThreads / 32;  // a warp a row
+
 bool whole_slices(const StageOperand& op) {
   const bool fp4 = op.element == DataType::e2m1;
   if (!op.weights_order || op.k <= 0 || op.k % core::kWeightsOrderSlice != 0) return false;
@@ -211,46 +219,61 @@ bool whole_slices(const StageOperand& op) {
   return bytes % (fp4 ? kChunk / 2 : kChunk) == 0;
 }
 
+// Where chunk u (of a round) of a lane's row starts in the staged row, from where its chunk 0 does: 4 u slices on.
+__device__ __forceinline__ std::uint16_t* lane_weights_order_start(std::uint16_t* row, int first_chunk, int lane) {
+  return row + core::kWeightsOrderSlice * (first_chunk / 8) + 32 * (lane % 2) + 2 * ((lane % 8) / 2);
+}
+
 template <ChunkPath kPath>
 __device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int cta, int ctas) {
   constexpr bool kFp4 = kPath != ChunkPath::fp8;
+  // Chunks a scale block: ue4m3 per 16 elements (nvfp4) or ue8m0 per 32 (mxfp4, mxfp8; the host launches FP8 rows
+  // with ue4m3 scales elsewhere).
+  constexpr int kBlockChunks = kPath == ChunkPath::nv16_fp4_from_codes ? 2 : 4;
+  constexpr int kCodeRegisters = kWholeSliceChunks / kBlockChunks;  // a lane's codes of a round's blocks
+  const int lane = static_cast<int>(threadIdx.x % 32);
   const int chunks_per_row = static_cast<int>(op.k / kChunk);  // K < 2^31 (can_implement)
-  const int lanes = lanes_per_row(chunks_per_row);
-  const int rows_per_cta = kThreads / lanes;
-  const int row_in_cta = static_cast<int>(threadIdx.x) / lanes, lane = static_cast<int>(threadIdx.x) % lanes;
-  if (row_in_cta >= rows_per_cta) return;
-  const int scale_shift = op.nv16 ? 1 : 2;
-  const std::int64_t scale_cols = chunks_per_row >> scale_shift;
+  const int scale_cols = chunks_per_row / kBlockChunks;
   const auto [group_stride, col_step] = scale_col_steps(op.scale_layout, op.scale_ld);
-  const std::uint8_t unit_scale = op.nv16 ? kUe4m3One : kUe8m0One;
+  const std::uint32_t unit_scale = op.nv16 ? kUe4m3One : kUe8m0One;
   const std::int64_t total_rows = op.batches * op.rows;
-  for (std::int64_t r = static_cast<std::int64_t>(cta) * rows_per_cta + row_in_cta; r < total_rows;
-       r += static_cast<std::int64_t>(ctas) * rows_per_cta) {
+  for (std::int64_t r = static_cast<std::int64_t>(cta) * kWholeSliceRowsPerCta + static_cast<int>(threadIdx.x / 32);
+       r < total_rows; r += static_cast<std::int64_t>(ctas) * kWholeSliceRowsPerCta) {
     const auto [src, dst, scales] = staged_row<kFp4>(op, r, scale_cols);
-    for (int first = lane; first < chunks_per_row; first += kChunksInFlight * lanes) {
-      std::uint32_t codes[kChunksInFlight][kCodeWords<kFp4>];
-      std::uint8_t scale_codes[kChunksInFlight];
+    for (int round = 0; round < chunks_per_row; round += kWholeSliceChunks * 32) {
+      const int first = round + lane;
+      const bool full = round + kWholeSliceChunks * 32 <= chunks_per_row;
+      std::uint32_t codes[kWholeSliceChunks][kCodeWords<kFp4>];
 #pragma unroll
-      for (int u = 0; u < kChunksInFlight; ++u) {
-        const int c = first + u * lanes;
-        if (c < chunks_per_row) {
+      for (int u = 0; u < kWholeSliceChunks; ++u) {
+        if (full || first + u * 32 < chunks_per_row) {
           if constexpr (kFp4) {
-            codes[u][0] = __ldg(reinterpret_cast<const std::uint32_t*>(src) + c);
+            codes[u][0] = __ldg(reinterpret_cast<const std::uint32_t*>(src) + first + u * 32);
           } else {
-            const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + c);
+            const uint2 v = __ldg(reinterpret_cast<const uint2*>(src) + first + u * 32);
             codes[u][0] = v.x, codes[u][1] = v.y;
           }
-          const int col = c >> scale_shift;
-          scale_codes[u] = scales == nullptr ? unit_scale : __ldg(scales + (col >> 2) * group_stride + (col & 3) * col_step);
         }
       }
+      std::uint32_t block_codes[kCodeRegisters];
 #pragma unroll
-      for (int u = 0; u < kChunksInFlight; ++u) {
-        const int c = first + u * lanes;
-        if (c < chunks_per_row) {
+      for (int j = 0; j < kCodeRegisters; ++j) {
+        const int col = round / kBlockChunks + 32 * j + lane;
+        block_codes[j] = scales == nullptr || col >= scale_cols ? unit_scale
+                                                                : __ldg(scales + (col >> 2) * group_stride + (col & 3) * col_step);
+      }
+      std::uint16_t* lane_dst = lane_weights_order_start(dst, first, lane);
+#pragma unroll
+      for (int u = 0; u < kWholeSliceChunks; ++u) {
+        // Chunk u's block is the round's (32 u + lane) / kBlockChunks: register u / kBlockChunks of its lane modulo 32.
+        const int holder = (32 / kBlockChunks) * (u % kBlockChunks) + lane / kBlockChunks;
+        const auto scale_code = static_cast<std::uint8_t>(__shfl_sync(0xFFFFFFFFu, block_codes[u / kBlockChunks], holder));
+        if (full || first + u * 32 < chunks_per_row) {
           std::uint32_t pairs[4];
-          convert_chunk<kPath>(op, codes[u], scale_codes[u], pairs);
-          store_weights_order_chunk(dst, c, pairs);
+          convert_chunk<kPath>(op, codes[u], scale_code, pairs);
+#pragma unroll
+          for (int i = 0; i < 4; ++i)
+            *reinterpret_cast<std::uint32_t*>(lane_dst + 4 * core::kWeightsOrderSlice * u + 8 * i) = pairs[i];
         }
       }
     }
@@ -292,23 +315,28 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_bf16_kernel(const 
 // stage_whole_slices' (bench/NOTES.md version 33: in one kernel with stage_rows' paths, the FP8 tokens' calls
 // measured 0.5-1% slower for the FP4 paths' sake).
 template <ChunkPath kPath>
-__global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_whole_slices_kernel(const StageOperand a) {
+__global__ void __launch_bounds__(kThreads, kWholeSliceCtasPerSm) stage_whole_slices_kernel(const StageOperand a) {
   ptx::launch_dependents();
   zero_flags(a);
   stage_whole_slices<kPath>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
 }
 
 // fp8-block128 tokens as f16 (StageOperand::block128_f16): rows in the weights' f16 order, each divided by its
-// power of two 2^E (core::block128_token_exponent), which goes to op.factors. A warp takes a row: its lanes first
-// take the largest |x s| of their chunks (from the largest e4m3 magnitude code of each, times its block's scale),
-// the row's maximum comes from one warp reduction, then each chunk is loaded again (from L1, mostly) and staged at
-// s x 2^-E (core::stage_block128_f16_chunk). A row's lanes as a CTA's (up to 256) met in shared memory between three
-// barriers, which held each CTA's next loads back: 17.6 us at decode-G32-M64 against the bf16 pass's 15, and the warp
-// a row took 0.5-0.8% off those calls (bench/NOTES.md session 31). Over whole slices a lane loads seven chunks at
-// once (eight spilled), four of K's tail (load_chunk's byte loads).
+// power of two 2^E (core::block128_row_exponent), which goes to op.factors. A warp takes a row in one pass over its
+// codes: E comes first from the bound on the row's largest |x s| that its scales give, read before the codes arrive;
+// every chunk is then staged at s x 2^-E (core::stage_block128_f16_chunk) while the warp takes the row's largest
+// |x s| from the codes it holds (from each chunk's largest e4m3 magnitude code times its block's scale), and stages
+// the row again in the rare case that the largest value asks for another E (its codes in L1 or L2 by then). Over
+// whole slices a lane holds sixteen chunks in flight (K = 4096 in one round, 7168 in two; 128 registers, two CTAs
+// an SM), four over K's tail (load_chunk's byte loads). The largest value taken first, then each chunk loaded again
+// to stage it, at seven chunks a lane: bench/NOTES.md version 67; a row's lanes as a CTA's (up to 256), met in shared
+// memory between three barriers, 0.5-0.8% more of each decode call (bench/NOTES.md session 31).
 constexpr int kBlock128Chunks = 128 / kChunk;  // chunks per fp32 scale
-constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 7 : kChunksInFlight; }
+constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 16 : kChunksInFlight; }
+constexpr int block128_ctas_per_sm(bool whole_slices) { return whole_slices ? 2 : kCtasPerSm; }
 constexpr int kBlock128RowsPerCta = kThreads / 32;  // a warp a row
+static_assert(block128_chunks_in_flight(true) <= 16, "a whole-slices round's blocks are the warp's lanes, one each");
+constexpr float kE4m3Largest = 448.0f;
 
 // The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
 struct Block128RowScales {
@@ -337,7 +365,7 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
   constexpr int kInFlight = block128_chunks_in_flight(kWholeSlices);
   const int lane = static_cast<int>(threadIdx.x % 32);
   const int chunks_per_row = static_cast<int>(kWholeSlices ? op.k / kChunk : row_chunks(op));  // K < 2^31
-  const std::int64_t scale_cols = (op.k + 127) / 128;
+  const int scale_cols = static_cast<int>((op.k + 127) / 128);
   const int scale_shift = op.scale_type == DataType::f32 ? 2 : 0;
   const std::int64_t total_rows = op.batches * op.rows;
   // Chunk c's codes (zeros past K) and its block's scale (0 past K).
@@ -362,45 +390,92 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
     const Block128RowScales scales{
         op.scales + ((batch * op.scale_batch_stride + scale_row_offset(op.scale_layout, row, scale_cols, op.scale_ld)) << scale_shift),
         op.scale_layout, op.scale_ld, scale_shift == 2};
+    int e = 0;
     std::uint32_t largest_bits = 0;  // of |x s|: non-negative fp32 (NaN above every value) compare as integers
-    for (int first = lane; first < chunks_per_row; first += kInFlight * 32) {
+    // Rounds the whole warp takes (the bound's reduction is in the first): chunk round + 32 u + lane for u < kInFlight.
+    for (int round = 0; round < chunks_per_row; round += kInFlight * 32) {
+      const int first = round + lane;
+      const bool full = round + kInFlight * 32 <= chunks_per_row;
       std::uint32_t codes[kInFlight][2];
-      float scale[kInFlight];
+      float scale[kInFlight];  // K's tail: each chunk's
+      float round_scale = 0.0f;  // whole slices: the round's 32 blocks, a lane's each
+      if constexpr (kWholeSlices) {
+        const uint2* lane_codes = reinterpret_cast<const uint2*>(src) + first;
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int c = first + u * 32;
-        if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
-        else codes[u][0] = codes[u][1] = 0, scale[u] = 0.0f;
+        for (int u = 0; u < kInFlight; ++u) {
+          if (full || first + u * 32 < chunks_per_row) {
+            const uint2 v = __ldg(lane_codes + u * 32);
+            codes[u][0] = v.x, codes[u][1] = v.y;
+          }
+        }
+        const int col = round / kBlock128Chunks + lane;
+        if (col < scale_cols) round_scale = scales.at(col);
+      } else {
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int c = first + u * 32;
+          if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
+        }
       }
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u)
-        largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * scale[u])));
-    }
-    const int e = core::block128_token_exponent(__reduce_max_sync(0xFFFFFFFFu, largest_bits));
-    if (lane == 0) op.factors[r] = core::power_of_two(e);
-    for (int first = lane; first < chunks_per_row; first += kInFlight * 32) {
-      std::uint32_t codes[kInFlight][2];
-      float scale[kInFlight];
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int c = first + u * 32;
-        if (c < chunks_per_row) load(src, scales, c, codes[u], &scale[u]);
+      if (round == 0) {
+        // The bound's exponent, while the first round's codes are on their way.
+        std::uint32_t scale_bits = 0;
+        for (int col = lane; col < scale_cols; col += 32) scale_bits = max(scale_bits, __float_as_uint(fabsf(scales.at(col))));
+        e = core::block128_token_exponent(
+            __float_as_uint(kE4m3Largest * __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, scale_bits))));
       }
+      if constexpr (kWholeSlices) {
+        // Chunk u of this lane lies in the round's block 2 u + lane / 16, whose scale that lane holds; its stores go
+        // to the same places of slices 4 u apart (store_weights_order_chunk: c % 8 is lane % 8).
+        const float round_staging_scale = core::block128_staging_scale(round_scale, e);
+        std::uint16_t* lane_dst = dst + core::kWeightsOrderSlice * (first / 8) + 32 * (lane % 2) + 2 * ((lane % 8) / 2);
 #pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int c = first + u * 32;
-        if (c < chunks_per_row) {
-          std::uint32_t pairs[4];
-          core::stage_block128_f16_chunk(codes[u], core::block128_staging_scale(scale[u], e), pairs);
-          store_weights_order_chunk(dst, c, pairs);
+        for (int u = 0; u < kInFlight; ++u) {
+          const int holder = 2 * u + lane / 16;
+          const float chunk_scale = __shfl_sync(0xFFFFFFFFu, round_scale, holder);
+          const float staging_scale = __shfl_sync(0xFFFFFFFFu, round_staging_scale, holder);
+          if (full || first + u * 32 < chunks_per_row) {
+            largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * chunk_scale)));
+            std::uint32_t pairs[4];
+            core::stage_block128_f16_chunk(codes[u], staging_scale, pairs);
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+              *reinterpret_cast<std::uint32_t*>(lane_dst + 4 * core::kWeightsOrderSlice * u + 8 * i) = pairs[i];
+          }
+        }
+      } else {
+#pragma unroll
+        for (int u = 0; u < kInFlight; ++u) {
+          const int c = first + u * 32;
+          if (c < chunks_per_row) {
+            largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * scale[u])));
+            std::uint32_t pairs[4];
+            core::stage_block128_f16_chunk(codes[u], core::block128_staging_scale(scale[u], e), pairs);
+            store_weights_order_chunk(dst, c, pairs);
+          }
         }
       }
     }
+    const int row_e = core::block128_row_exponent(e, __reduce_max_sync(0xFFFFFFFFu, largest_bits));
+    if (row_e != e) {
+      // The row's largest value lies too far below its bound: staged again, each lane over its own chunks (the
+      // stores above are its own, so these land after them).
+      e = row_e;
+      for (int c = lane; c < chunks_per_row; c += 32) {
+        std::uint32_t codes[2];
+        float scale;
+        load(src, scales, c, codes, &scale);
+        std::uint32_t pairs[4];
+        core::stage_block128_f16_chunk(codes, core::block128_staging_scale(scale, e), pairs);
+        store_weights_order_chunk(dst, c, pairs);
+      }
+    }
+    if (lane == 0) op.factors[r] = core::power_of_two(e);
   }
 }
 
 template <bool kWholeSlices>
-__global__ void __launch_bounds__(kThreads, kCtasPerSm) stage_block128_f16_kernel(const StageOperand a) {
+__global__ void __launch_bounds__(kThreads, block128_ctas_per_sm(kWholeSlices)) stage_block128_f16_kernel(const StageOperand a) {
   ptx::launch_dependents();
   zero_flags(a);
   stage_block128_rows<kWholeSlices>(a, static_cast<int>(blockIdx.x), static_cast<int>(gridDim.x));
@@ -424,13 +499,16 @@ cudaError_t launch_stage_bf16(const StageOperand& a, const StageOperand& b, int 
   // operand's loop strides past the rows beyond its CTAs.
   const std::int64_t cap = static_cast<std::int64_t>(kCtasPerSm) * sms;
   if (a.block128_f16) {
-    const auto grid = static_cast<unsigned>(std::min(wanted_a, cap));
-    if (whole_slices(a)) stage_block128_f16_kernel<true><<<grid, kThreads, 0, stream>>>(a);
+    const bool whole = whole_slices(a);
+    const auto grid = static_cast<unsigned>(std::min<std::int64_t>(wanted_a, block128_ctas_per_sm(whole) * sms));
+    if (whole) stage_block128_f16_kernel<true><<<grid, kThreads, 0, stream>>>(a);
     else stage_block128_f16_kernel<false><<<grid, kThreads, 0, stream>>>(a);
     return cudaGetLastError();
   }
-  if (wanted_b == 0 && whole_slices(a)) {
-    const auto grid = static_cast<unsigned>(std::min(wanted_a, cap));
+  if (wanted_b == 0 && whole_slices(a) && (a.element == DataType::e2m1 || !a.nv16)) {
+    const std::int64_t rows = a.batches * a.rows;
+    const auto grid = static_cast<unsigned>(
+        std::min<std::int64_t>((rows + kWholeSliceRowsPerCta - 1) / kWholeSliceRowsPerCta, kWholeSliceCtasPerSm * sms));
     if (a.element != DataType::e2m1)
       stage_whole_slices_kernel<ChunkPath::fp8><<<grid, kThreads, 0, stream>>>(a);
     else if (a.nv16)
