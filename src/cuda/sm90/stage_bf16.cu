@@ -219,9 +219,15 @@ bool whole_slices(const StageOperand& op) {
   return bytes % (fp4 ? kChunk / 2 : kChunk) == 0;
 }
 
-// Where chunk u (of a round) of a lane's row starts in the staged row, from where its chunk 0 does: 4 u slices on.
+// Where a lane's first chunk of a round (chunk first_chunk, lane % 8 of its slice) starts in the staged row.
 __device__ __forceinline__ std::uint16_t* lane_weights_order_start(std::uint16_t* row, int first_chunk, int lane) {
   return row + core::kWeightsOrderSlice * (first_chunk / 8) + 32 * (lane % 2) + 2 * ((lane % 8) / 2);
+}
+// Chunk u of a lane's round, 32 u chunks after its first: the same places of the slice 4 u slices on
+// (store_weights_order_chunk's, at offsets fixed at compile time).
+__device__ __forceinline__ void store_lane_chunk(std::uint16_t* lane_start, int u, const std::uint32_t (&pairs)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) *reinterpret_cast<std::uint32_t*>(lane_start + 4 * core::kWeightsOrderSlice * u + 8 * i) = pairs[i];
 }
 
 template <ChunkPath kPath>
@@ -271,9 +277,7 @@ __device__ __forceinline__ void stage_whole_slices(const StageOperand& op, int c
         if (full || first + u * 32 < chunks_per_row) {
           std::uint32_t pairs[4];
           convert_chunk<kPath>(op, codes[u], scale_code, pairs);
-#pragma unroll
-          for (int i = 0; i < 4; ++i)
-            *reinterpret_cast<std::uint32_t*>(lane_dst + 4 * core::kWeightsOrderSlice * u + 8 * i) = pairs[i];
+          store_lane_chunk(lane_dst, u, pairs);
         }
       }
     }
@@ -336,7 +340,6 @@ constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices
 constexpr int block128_ctas_per_sm(bool whole_slices) { return whole_slices ? 2 : kCtasPerSm; }
 constexpr int kBlock128RowsPerCta = kThreads / 32;  // a warp a row
 static_assert(block128_chunks_in_flight(true) <= 16, "a whole-slices round's blocks are the warp's lanes, one each");
-constexpr float kE4m3Largest = 448.0f;
 
 // The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
 struct Block128RowScales {
@@ -422,12 +425,13 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
         std::uint32_t scale_bits = 0;
         for (int col = lane; col < scale_cols; col += 32) scale_bits = max(scale_bits, __float_as_uint(fabsf(scales.at(col))));
         e = core::block128_token_exponent(
-            __float_as_uint(kE4m3Largest * __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, scale_bits))));
+            __float_as_uint(max_finite(DataType::e4m3) * __uint_as_float(__reduce_max_sync(0xFFFFFFFFu, scale_bits))));
       }
       if constexpr (kWholeSlices) {
-        // Chunk u of this lane lies in the round's block 2 u + lane / 16, whose scale that lane holds; its stores go
-        // to the same places of slices 4 u apart (store_weights_order_chunk: c % 8 is lane % 8).
+        // Chunk u of this lane lies in the round's block 2 u + lane / 16, whose scale that lane holds.
         const float round_staging_scale = core::block128_staging_scale(round_scale, e);
+        // lane_weights_order_start, written out: through the call ptxas schedules the row's setup differently from the
+        // SASS that run 208 checked on the GPU (bench/NOTES.md session 41).
         std::uint16_t* lane_dst = dst + core::kWeightsOrderSlice * (first / 8) + 32 * (lane % 2) + 2 * ((lane % 8) / 2);
 #pragma unroll
         for (int u = 0; u < kInFlight; ++u) {
@@ -438,9 +442,7 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
             largest_bits = max(largest_bits, __float_as_uint(fabsf(largest_e4m3(codes[u]) * chunk_scale)));
             std::uint32_t pairs[4];
             core::stage_block128_f16_chunk(codes[u], staging_scale, pairs);
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-              *reinterpret_cast<std::uint32_t*>(lane_dst + 4 * core::kWeightsOrderSlice * u + 8 * i) = pairs[i];
+            store_lane_chunk(lane_dst, u, pairs);
           }
         }
       } else {
