@@ -203,8 +203,10 @@ __device__ __forceinline__ void stage_rows(const StageOperand& op, int cta, int 
 // ue4m3), whose codes the lanes load 32 at a time (lane l the round's blocks l, l + 32, ...), and each chunk takes its
 // block's code from the lane that holds it by a shuffle. Up to version 67 a row was the lanes of a CTA (four chunks
 // each), each chunk loading its own scale code through the layout's column steps and testing its bounds: about 138
-// instructions a chunk under ncu against 79 now, for about the same time (bench/NOTES.md version 67: the pass is not
-// bound by its instructions). Whether an operand qualifies is the host's choice of kernel (launch_stage_bf16).
+// instructions a chunk under ncu against 79 now, for about the same time: the L2 bounds the pass, at about 90% of its
+// throughput while the SMs are active, for the 16-bit rows it writes; whole-sector stores and one round of loads for
+// K = 7168 measured no faster (bench/NOTES.md version 67, session 42). Whether an operand qualifies is the host's
+// choice of kernel (launch_stage_bf16).
 constexpr int kWholeSliceChunks = 16;
 constexpr int kWholeSliceCtasPerSm = 2;  // 128 registers a thread: sixteen chunks in flight
 constexpr int kWholeSliceRowsPerCta = kThreads / 32;  // a warp a row
