@@ -432,9 +432,7 @@ __device__ __forceinline__ void stage_block128_rows(const StageOperand& op, int 
       if constexpr (kWholeSlices) {
         // Chunk u of this lane lies in the round's block 2 u + lane / 16, whose scale that lane holds.
         const float round_staging_scale = core::block128_staging_scale(round_scale, e);
-        // lane_weights_order_start, written out: through the call ptxas schedules the row's setup differently from the
-        // SASS that run 208 checked on the GPU (bench/NOTES.md session 41).
-        std::uint16_t* lane_dst = dst + core::kWeightsOrderSlice * (first / 8) + 32 * (lane % 2) + 2 * ((lane % 8) / 2);
+        std::uint16_t* lane_dst = lane_weights_order_start(dst, first, lane);
 #pragma unroll
         for (int u = 0; u < kInFlight; ++u) {
           const int holder = 2 * u + lane / 16;
