@@ -338,10 +338,11 @@ __global__ void __launch_bounds__(kThreads, kWholeSliceCtasPerSm) stage_whole_sl
 // to stage it, at seven chunks a lane: bench/NOTES.md version 67; a row's lanes as a CTA's (up to 256), met in shared
 // memory between three barriers, 0.5-0.8% more of each decode call (bench/NOTES.md session 31).
 constexpr int kBlock128Chunks = 128 / kChunk;  // chunks per fp32 scale
-constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? 16 : kChunksInFlight; }
-constexpr int block128_ctas_per_sm(bool whole_slices) { return whole_slices ? 2 : kCtasPerSm; }
-constexpr int kBlock128RowsPerCta = kThreads / 32;  // a warp a row
-static_assert(block128_chunks_in_flight(true) <= 16, "a whole-slices round's blocks are the warp's lanes, one each");
+// Over whole slices the f16 pass takes its rounds and occupancy from stage_whole_slices'.
+constexpr int block128_chunks_in_flight(bool whole_slices) { return whole_slices ? kWholeSliceChunks : kChunksInFlight; }
+constexpr int block128_ctas_per_sm(bool whole_slices) { return whole_slices ? kWholeSliceCtasPerSm : kCtasPerSm; }
+constexpr int kBlock128RowsPerCta = kWholeSliceRowsPerCta;  // a warp a row, over K's tail too
+static_assert(kWholeSliceChunks <= kBlock128Chunks, "a whole-slices round's blocks are the warp's lanes, at most one each");
 
 // The fp32 scales of one row of fp8-block128 tokens: f32 or ue8m0, in any scale layout.
 struct Block128RowScales {
