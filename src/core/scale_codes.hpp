@@ -61,5 +61,10 @@ BSGEMM_HD inline bool ue8m0_lifts_exactly_f16(std::uint32_t code) {
 }
 // For a code ue8m0_lifts_exactly_f16 accepts: the exponent field code - 127 + 10 + 15 in both halves.
 BSGEMM_HD inline std::uint32_t ue8m0_lifted_f16x2(std::uint32_t code) { return (code - 102u) * 0x04000400u; }
+// The f16 operands' table entry of an mx32 code: its lifted pair inside the window, 0 (never a lifted pair) outside it,
+// so that one lookup gives both the pair and the window's answer.
+BSGEMM_HD inline std::uint32_t ue8m0_lifted_f16x2_entry(std::uint32_t code) {
+  return ue8m0_lifts_exactly_f16(code) ? ue8m0_lifted_f16x2(code) : 0u;
+}
 
 }  // namespace bsgemm::core

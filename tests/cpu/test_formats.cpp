@@ -399,7 +399,13 @@ TEST(Formats, E2m1TinyF16TimesLiftedScalesIsExact) {
   }
   for (std::uint32_t s = 0; s < 256; ++s) {
     ASSERT_EQ(core::ue8m0_lifts_exactly_f16(s), s >= 108 && s <= 132) << "scale code " << s;
-    if (!core::ue8m0_lifts_exactly_f16(s)) continue;
+    // The table's entry: 0 exactly where the code is outside the window (the kernel's test of a lookup).
+    if (!core::ue8m0_lifts_exactly_f16(s)) {
+      ASSERT_EQ(core::ue8m0_lifted_f16x2_entry(s), 0u) << "scale code " << s;
+      continue;
+    }
+    ASSERT_EQ(core::ue8m0_lifted_f16x2_entry(s), core::ue8m0_lifted_f16x2(s)) << "scale code " << s;
+    ASSERT_NE(core::ue8m0_lifted_f16x2_entry(s), 0u) << "scale code " << s;
     const std::uint32_t lifted = core::ue8m0_lifted_f16x2(s);
     ASSERT_EQ(expected_f16(lifted & 0xFFFFu), std::ldexp(expected_ue8m0(s), 10)) << "scale code " << s;
     ASSERT_EQ(lifted >> 16, lifted & 0xFFFFu);

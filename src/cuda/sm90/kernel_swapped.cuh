@@ -140,13 +140,14 @@ __device__ __forceinline__ void multiply_swapped(const KernelParams& p, typename
   finish_warpgroup_stores<Traits>(p);
 }
 
-// The table of nv16 lifted pairs (Traits::kLiftedScaleTable), written before run_decoding_roles's barrier.
+// The table of lifted pairs (Traits::kLiftedScaleTable), written before run_decoding_roles's barrier.
 template <class Traits>
 __device__ __forceinline__ void fill_lifted_scales(typename Traits::SharedStorage& ss) {
   if constexpr (Traits::kLiftedScaleTable) {
-    for (int code = static_cast<int>(threadIdx.x); code < core::kUe4m3Codes; code += Traits::kThreads) {
+    for (int code = static_cast<int>(threadIdx.x); code < Traits::kLiftedScaleEntries; code += Traits::kThreads) {
       const auto c = static_cast<std::uint32_t>(code);
-      ss.lifted_scales[code] = Traits::kF16 ? core::ue4m3_lifted_f16x2_entry(c) : core::ue4m3_lifted_bf16x2_entry(c);
+      if constexpr (Traits::kBScales == ScaleGranularity::mx32) ss.lifted_scales[code] = core::ue8m0_lifted_f16x2_entry(c);
+      else ss.lifted_scales[code] = Traits::kF16 ? core::ue4m3_lifted_f16x2_entry(c) : core::ue4m3_lifted_bf16x2_entry(c);
     }
   }
 }

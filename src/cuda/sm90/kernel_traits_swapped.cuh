@@ -146,7 +146,10 @@ struct SwappedKernelTraits {
   // nv16 weights' scale codes in windows: the consumers look each code's lifted pair up in a table of all 256
   // (core::ue4m3_lifted_bf16x2_entry or _f16x2_entry, filled before the roles start: fill_lifted_scales), exact for
   // every code, so that their loop holds no test, no vote and no fp32 path for the codes (bench/NOTES.md version 66).
-  static constexpr bool kLiftedScaleTable = kScaleCodeWindows && BScales == ScaleGranularity::nv16;
+  // The f16 operands' mx32 codes too (core::ue8m0_lifted_f16x2_entry: 0 outside f16's window, which the lookup's
+  // compare then reports), instead of the window's test, the lift and a select a code.
+  static constexpr bool kLiftedScaleTable =
+      kScaleCodeWindows && (BScales == ScaleGranularity::nv16 || (kF16 && BScales == ScaleGranularity::mx32));
   static constexpr int kLiftedScaleEntries = kLiftedScaleTable ? core::kUe4m3Codes : 1;
   static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage),
                                                      Consumers, kLiftedScaleTable ? sizeof(std::uint32_t) * kLiftedScaleEntries : 0);

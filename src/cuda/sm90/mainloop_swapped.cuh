@@ -102,7 +102,7 @@ struct SwappedMainloop {
 
   // This thread's weights of half (slice) `half` of raw stage s: the stored positions 64 half + 16 q .. + 15 of
   // each of its rows (one 8-byte load each), decoded and scaled into fragments. window_col: scale_window_col of
-  // the stage's k-block where Codes. Returns whether some of the warp's weights of the slice are left out of the
+  // the stage's k-block where Codes. Returns whether some of this thread's weights of the slice are left out of the
   // fragments (as zeros) for add_tile_in_fp32 after the tile: f16 operands' mx32 scales outside f16's window.
   template <bool Codes = false>
   __device__ __forceinline__ bool decode_weights(const Storage& ss, int s, int half, Fragments& frag,
@@ -122,20 +122,23 @@ struct SwappedMainloop {
         if constexpr (Codes) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
         else scale[slab][upper] = ss.sfb[s][step][row];
       }
-    // nv16 codes: their lifted pairs from the table (Traits::kLiftedScaleTable), exact for every code.
+    // The codes' lifted pairs from the table (Traits::kLiftedScaleTable): nv16's exact for every code; the f16
+    // operands' mx32 ones 0 outside f16's window, whose weights are then zeros in the fragments, left out for
+    // add_tile_in_fp32.
     if constexpr (Traits::kLiftedScaleTable) {
       static_assert(Codes, "the table is of the codes in the stages' windows");
       std::uint32_t lifted[kSlabs][2];
+      bool left_out = false;
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
-        for (int upper = 0; upper < 2; ++upper) lifted[slab][upper] = ss.lifted_scales[scale_code[slab][upper]];
+        for (int upper = 0; upper < 2; ++upper) {
+          lifted[slab][upper] = ss.lifted_scales[scale_code[slab][upper]];
+          if constexpr (Traits::kBScales == ScaleGranularity::mx32) left_out = left_out || lifted[slab][upper] == 0u;
+        }
       if constexpr (Traits::kF16) scale_f16_rows(codes, lifted, frag);
       else scale_rows<ScaleSteps::lifted_pair>(codes, lifted, frag);
-      return false;
-    } else if constexpr (Traits::kF16) {
-      static_assert(Codes, "the f16 weights decode from their scale codes (kernel_traits_swapped.cuh)");
-      return decode_mx32_f16_weights(codes, scale_code, frag);
+      return left_out;
     }
     // Codes (mx32 here: nv16's came from the table): the lifted scale's bf16 pair by one integer multiply-add where
     // every code of the warp's rows allows it (ue8m0 scales up to 32: src/core/scale_codes.hpp), as realistic
@@ -225,31 +228,6 @@ struct SwappedMainloop {
       for (int i = 0; i < 4; ++i) frag[2 * h + i / 2][(i % 2) * 2 + upper] = w[h][i];
   }
 
-  // The f16 operands' decode (Traits::kF16) of mx32 weights: the codes as e2m1 x 2^-14 (core::e2m1x8_to_tiny_f16_pairs),
-  // then one f16 multiply by the scale lifted by 2^10 (nv16's by 2^7 come from the table): the weights reach wgmma as
-  // their values times 2^-kWeightExponent, as with bf16 (src/core/scale_codes.hpp). The lifted pair from the code where
-  // it lies in f16's window (2^-19 .. 32), else 0, so that the weights of such a (row, block) are zeros in the
-  // fragments; returns whether the warp has any (one vote), whose products the caller then adds in fp32
-  // (add_tile_in_fp32). A select a code keeps the fragments' decode free of branches.
-  __device__ __forceinline__ static bool decode_mx32_f16_weights(const std::uint32_t (&codes)[kSlabs][2][2],
-                                                                 const std::uint32_t (&scale_code)[kSlabs][2], Fragments& frag) {
-    static_assert(Traits::kBScales == ScaleGranularity::mx32);
-    std::uint32_t lifted[kSlabs][2];
-    bool lifts = true;
-#pragma unroll
-    for (int slab = 0; slab < kSlabs; ++slab)
-#pragma unroll
-      for (int upper = 0; upper < 2; ++upper) {
-        const std::uint32_t code = scale_code[slab][upper];
-        const bool in_window = core::ue8m0_lifts_exactly_f16(code);
-        lifts = lifts && in_window;
-        lifted[slab][upper] = in_window ? core::ue8m0_lifted_f16x2(code) : 0u;
-      }
-    const bool all_lift = __all_sync(0xFFFFFFFFu, lifts);
-    scale_f16_rows(codes, lifted, frag);
-    return !all_lift;
-  }
-
   // Codes (e2m1 x 2^-14) times their lifted f16 pairs, into fragments.
   __device__ __forceinline__ static void scale_f16_rows(const std::uint32_t (&codes)[kSlabs][2][2],
                                                         const std::uint32_t (&lifted)[kSlabs][2], Fragments& frag) {
@@ -270,7 +248,7 @@ struct SwappedMainloop {
 
   // The products that decode_weights left out of the fragments (f16 operands' mx32 scales outside f16's window,
   // such as the ends of ue8m0's range, which no realistic weights reach), added into acc in fp32 after the tile's
-  // mainloop: a warp-uniform branch of the warps whose slices voted so, outside the stage loop, where this code
+  // mainloop: a warp-uniform branch of the warps any of whose lanes left some out, outside the stage loop, where this code
   // cost the loop 6-13% at decode shapes (bench/NOTES.md session 30). From global memory: for each of the
   // thread's weight rows, each 32-deep block of k-blocks [kb_begin, kb_begin + k_blocks) whose scale code lies
   // outside the window and each of the thread's tokens, the block's weights decoded in fp32 (times
@@ -497,7 +475,10 @@ struct SwappedMainloop {
       raw = next;
       tokens_desc = raw.index == 0 ? tokens_desc - (Stages - 1) * (kStageBytes / 16) : ptx::advance_desc(tokens_desc, kStageBytes);
     }
-    return left_out;
+    // Each lane knows only the blocks it decoded; a left-out block's products are added by the lanes that own its
+    // row's accumulators (add_tile_in_fp32), so the lanes' answers are joined, once a tile instead of a vote a slice.
+    if constexpr (Traits::kF16 && Traits::kBScales == ScaleGranularity::mx32) return __any_sync(0xFFFFFFFFu, left_out);
+    return false;
   }
 };
 
