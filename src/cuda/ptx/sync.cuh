@@ -28,6 +28,11 @@ __device__ __forceinline__ void named_barrier_sync(std::uint32_t id, std::uint32
 // same bytes through the async proxy (wgmma operands, TMA), once a barrier has passed the writes on.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
+// fence.acq_rel.cta;  this thread's earlier memory accesses, shared loads still in flight among them, take
+// effect before its later ones: ptxas issues an mbarrier arrive without waiting for the warp's outstanding
+// LDS (scripts/sass_release_audit.py), so a release that must follow the stage's loads is fenced first.
+__device__ __forceinline__ void fence_acq_rel_cta() { asm volatile("fence.acq_rel.cta;" ::: "memory"); }
+
 // bar.arrive id, threads;  counts this warp's arrival at barrier `id` without waiting for the others.
 __device__ __forceinline__ void named_barrier_arrive(std::uint32_t id, std::uint32_t threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");

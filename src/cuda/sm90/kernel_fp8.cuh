@@ -105,7 +105,10 @@ __device__ __forceinline__ void consume_tiles(const KernelParams& p, typename Tr
       pipe.consumer_wait(state);
       mainloop.accumulate_stage(ss, state.index, turns, k - static_cast<std::int64_t>(kb) * kBlockK, first_block_chunks,
                                 acc, result);
-      // The scales were read into registers and the wgmma reads have completed: release the stage.
+      // The wgmma reads have completed and the scales were read into registers: release the stage. fp8-block128
+      // reads its scales before the batch and uses them after it, and ptxas places the promotion after the arrive
+      // with those loads unwaited for (bench/NOTES.md session 44), so a fence orders them before the release.
+      if constexpr (Traits::kScales == ScaleGranularity::block128 && !Traits::kStaged) ptx::fence_acq_rel_cta();
       __syncwarp();
       if (lane == 0) pipe.consumer_release(state);
       state.advance();
