@@ -67,6 +67,23 @@ if want gpu-tests || want sanitize || want tool || want bench || want probes; th
   note "gpu-smoke: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/gpu-smoke.log" | tr '\n' ' ')"
 fi
 
+# The sanitizers run beside the GPU tier: both check correctness and neither is timed, so the benchmark and the peers
+# after them still fit in the call (on run 213's H200 the bench step alone took 229 s). Their notes join the summary
+# after the tier's.
+SANITIZE_PID=
+if want sanitize && [ $SMOKE_OK = 1 ]; then
+  (
+    SUMMARY=()
+    for tool in memcheck racecheck synccheck; do
+      step "sanitize-$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 3 build/tests/test_gpu \
+        --gtest_color=no --gtest_filter="GpuSanitize.*"
+      note "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
+    done
+    printf '%s\n' "${SUMMARY[@]}" >"$OUT/sanitize-summary.txt"
+  ) >"$OUT/sanitize-steps.log" 2>&1 &
+  SANITIZE_PID=$!
+fi
+
 if want gpu-tests && [ $SMOKE_OK = 1 ]; then
   # One process per test (ctest), so that a hang costs one test's time limit, not the call; several at
   # once, since their CPU work (inputs, the fp64 reference, the check) is most of their time.
@@ -85,6 +102,11 @@ if want gpu-tests && [ $SMOKE_OK = 1 ]; then
     done; wait' gpu-stress "$OUT"
   note "gpu-stress: $(cat "$OUT"/gpu-stress?.log | grep -c '^\[       OK') passed, $(cat "$OUT"/gpu-stress?.log |
     grep -c '^\[  FAILED  \].*ms)') failed (4 processes x 3 repetitions)"
+fi
+
+if [ -n "$SANITIZE_PID" ]; then
+  wait "$SANITIZE_PID"
+  [ -f "$OUT/sanitize-summary.txt" ] && while read -r line; do note "$line"; done <"$OUT/sanitize-summary.txt"
 fi
 
 if want tool && [ $SMOKE_OK = 1 ]; then
@@ -127,14 +149,6 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   # cuBLAS's own error on inputs drawn like bsgemm's (issue 3: both bounds side by side).
   step cublas-error 60 python3 bench/cublas_error.py --json "$OUT/cublas-error.json"
   while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
-fi
-
-if want sanitize && [ $SMOKE_OK = 1 ]; then
-  for tool in memcheck racecheck synccheck; do
-    step "sanitize-$tool" 120 compute-sanitizer --tool "$tool" --error-exitcode 3 build/tests/test_gpu \
-      --gtest_color=no --gtest_filter="GpuSanitize.*"
-    note "compute-sanitizer $tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/sanitize-$tool.log" | tail -1)"
-  done
 fi
 
 if want cpu-tests; then
