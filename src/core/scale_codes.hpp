@@ -10,6 +10,9 @@
 
 namespace bsgemm::core {
 
+// The codes of a one-byte scale, ue4m3 and ue8m0 alike: a table of lifted pairs (mainloop_swapped.cuh) holds them all.
+inline constexpr int kScaleCodes = 256;
+
 // ue4m3 (the NVFP4 block scale: e4m3 with the sign bit ignored) -> fp32, exactly as decode_ue4m3. The
 // code's exponent and mantissa fields, placed at fp32's lowest exponent bits and top mantissa bits, are an
 // fp32 of the code's value times 2^-120, normal codes as normal fp32 values and subnormal codes (exponent
@@ -36,7 +39,6 @@ inline constexpr float kUe4m3F16Lift = 0x1p7f;
 // subnormal ones, NaN and the ignored sign bit included, since a ue4m3 value has 4 significant bits and both lifts
 // keep it inside the format's normal range (448 x 2^7 = 57344 in f16), and so is every product: e2m1 x ue4m3 has at
 // most 5 significant bits (in f16, e2m1 x ue4m3 x 2^-7 lies between 2^-17 and 21, on f16's grid).
-inline constexpr int kUe4m3Codes = 256;
 BSGEMM_HD inline std::uint32_t ue4m3_lifted_bf16x2_entry(std::uint32_t code) {
   return static_cast<std::uint32_t>(encode_bf16(ue4m3_code_to_float(code) * kUe4m3Lift)) * 0x00010001u;
 }

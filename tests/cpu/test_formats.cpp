@@ -130,7 +130,7 @@ TEST(Formats, ScaleCodesLiftedByBitsAreExact) {
 // The staged-token tiles' table of nv16 lifted pairs (src/core/scale_codes.hpp): for every one of the 256 codes, both
 // halves are the scale (sign bit ignored) times the lift, exactly, in bf16 and in f16, and NaN for the NaN codes.
 TEST(Formats, Ue4m3LiftedTableEntriesAreExactForEveryCode) {
-  for (std::uint32_t code = 0; code < static_cast<std::uint32_t>(core::kUe4m3Codes); ++code) {
+  for (std::uint32_t code = 0; code < static_cast<std::uint32_t>(core::kScaleCodes); ++code) {
     const std::uint32_t bf16 = core::ue4m3_lifted_bf16x2_entry(code), f16 = core::ue4m3_lifted_f16x2_entry(code);
     EXPECT_EQ(bf16 >> 16, bf16 & 0xFFFFu) << "code " << code;
     EXPECT_EQ(f16 >> 16, f16 & 0xFFFFu) << "code " << code;

@@ -150,7 +150,8 @@ struct SwappedKernelTraits {
   // compare then reports), instead of the window's test, the lift and a select a code.
   static constexpr bool kLiftedScaleTable =
       kScaleCodeWindows && (BScales == ScaleGranularity::nv16 || (kF16 && BScales == ScaleGranularity::mx32));
-  static constexpr int kLiftedScaleEntries = kLiftedScaleTable ? core::kUe4m3Codes : 1;
+  static_assert(!kF16 || kLiftedScaleTable, "the f16 weights take their lifted pairs from the table (decode_weights)");
+  static constexpr int kLiftedScaleEntries = kLiftedScaleTable ? core::kScaleCodes : 1;
   static constexpr int kStages = raw_stages_that_fit(sizeof(RawStage), kStageScaleBytes, kTokensStaged ? 0 : sizeof(DecodedStage),
                                                      Consumers, kLiftedScaleTable ? sizeof(std::uint32_t) * kLiftedScaleEntries : 0);
   static constexpr bool kFits = kStages >= 3;
