@@ -130,18 +130,22 @@ fi
 if want bench && [ $SMOKE_OK = 1 ]; then
   # Contiguous for every case; masked (DeepGEMM's decode form) for the decode cases.
   RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:mxfp4,fp8-block128:nvfp4}
-  # The peers first and the masked decode cases next: they are short, and the contiguous cases' checks are long
-  # (most of the bench step's 229 s on run 213's H200), so a deadline cuts those, never the peers or the floor's
-  # rows (bench/NOTES.md session 45).
+  # The peers first and the decode cases next: they are short, and the other cases' checks are long (most of the bench
+  # step's 229 s on run 213's H200), so a deadline cuts those, never the peers or the floor's rows (bench/NOTES.md
+  # session 45). Each run draws a case's values once for all its recipes and layouts, so the decode cases run their
+  # two forms together.
   step peers 300 env PYTHONUNBUFFERED=1 python3 .shared/bench/peers.py --cases .shared/bench/cases.json --json "$OUT/peers.json"
-  step bench-masked 120 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
-    --recipes "$RECIPES" --layouts masked --check --json "$OUT/bench-masked.json"
+  step bench-decode 150 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
+    --recipes "$RECIPES" --layouts masked,contiguous --check --json "$OUT/bench-decode.json"
   # The floor of issue 4: each recipe's masked decode time against DeepGEMM's (bench/NOTES.md).
-  while read -r line; do note "masked $line"; done < <(awk '/^decode/ {print $1, $2, $4, $NF}' "$OUT/bench-masked.log")
-  step bench 300 ./build/bsgemm bench --cases .shared/bench/cases.json --backend cuda --recipes "$RECIPES" \
-    --layouts contiguous --check --json "$OUT/bench-contiguous.json"
+  while read -r line; do note "masked $line"; done < <(awk '/^decode.* masked / {print $1, $2, $4, $NF}' "$OUT/bench-decode.log")
+  step bench 300 bash -c 'rc=0
+    for c in seed prefill down; do
+      ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter $c --backend cuda --recipes "$1" \
+        --layouts contiguous --check --json "$2/bench-$c.json" || rc=1
+    done; exit $rc' bench "$RECIPES" "$OUT"
   python3 -c 'import json,os,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:] if os.path.exists(f)), []), indent=1))' \
-    "$OUT/bench-contiguous.json" "$OUT/bench-masked.json" >"$OUT/bench.json"
+    "$OUT"/bench-{seed,prefill,down,decode}.json >"$OUT/bench.json"
   python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" --gpu "$(head -2 "$OUT/gpu.txt" | tail -1)" >"$OUT/h200.md" 2>"$OUT/compare.err"
   note "bench table: $OUT/h200.md"
   cat "$OUT/h200.md"

@@ -238,6 +238,25 @@ void draw_rows(const OperandFill& f, const RowRange& range, const WorkloadSpec& 
                out.data() + static_cast<std::size_t>((r - range.row0) * f.k));
 }
 
+// Where a fill's values come from besides a draw: rows [0, held_rows) of a cache entry, and an entry being drawn
+// (rows [0, fill rows)) that each range's draw also goes into.
+struct CachedRows {
+  const float* held = nullptr;
+  std::int64_t held_rows = 0;
+  float* store = nullptr;
+};
+
+// The fp32 rows [range.row0, range.row1) of a fill, row-major with ld k: in the cache where it holds them, else
+// drawn into `scratch` (and copied into the cache's entry being drawn, if any).
+const float* obtain_rows(const OperandFill& f, const RowRange& range, const WorkloadSpec& spec, const CachedRows& cached,
+                         std::vector<float>& scratch) {
+  const auto first = static_cast<std::size_t>(range.row0 * f.k);
+  if (cached.held != nullptr && range.row1 <= cached.held_rows) return cached.held + first;
+  draw_rows(f, range, spec, scratch);
+  if (cached.store != nullptr) std::copy(scratch.begin(), scratch.end(), cached.store + first);
+  return scratch.data();
+}
+
 // The QuantizedOperand for rows [row0, row1) of a fill.
 QuantizedOperand range_operand(const OperandFill& f, std::int64_t row0, std::int64_t row1) {
   QuantizedOperand q;
@@ -287,9 +306,49 @@ Status check_spec(const WorkloadSpec& spec) {
 
 }  // namespace
 
+// ---- DrawCache -----------------------------------------------------------------------------------------
+
+const DrawCache::Entry* DrawCache::find(const Key& key) const {
+  for (const Entry& entry : entries_)
+    if (entry.complete && entry.key == key) return &entry;
+  return nullptr;
+}
+
+DrawCache::Entry* DrawCache::reserve(const Key& key, std::int64_t rows, std::int64_t k) {
+  for (const Entry& entry : entries_)
+    if (entry.key == key) return nullptr;
+  const std::int64_t bytes = rows * k * static_cast<std::int64_t>(sizeof(float));
+  if (bytes > max_bytes_ - bytes_) return nullptr;
+  Entry entry;
+  entry.key = key;
+  entry.rows = rows;
+  entry.k = k;
+  try {
+    entry.values.reset(new float[static_cast<std::size_t>(rows * k)]);
+  } catch (const std::bad_alloc&) {
+    return nullptr;  // the cache only saves time: without room the values are drawn each time
+  }
+  bytes_ += bytes;
+  entries_.push_back(std::move(entry));
+  return &entries_.back();
+}
+
+void DrawCache::finish(bool drawn) {
+  for (Entry& entry : entries_) {
+    if (entry.complete) continue;
+    if (drawn) {
+      entry.complete = true;
+      ++stores_;
+    } else {
+      bytes_ -= entry.rows * entry.k * static_cast<std::int64_t>(sizeof(float));
+    }
+  }
+  if (!drawn) std::erase_if(entries_, [](const Entry& entry) { return !entry.complete; });
+}
+
 // ---- HostWorkload::create ------------------------------------------------------------------------------
 
-Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
+Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out, DrawCache* cache) {
   if (out == nullptr) return invalid_spec(-1, "out", "the output pointer is null");
   if (Status s = check_spec(spec); !s.ok()) return s;
   try {
@@ -512,6 +571,32 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
     std::vector<std::vector<float>> scratch(static_cast<std::size_t>(threads));
     const std::vector<RowRange> ranges = split_rows(operands, &rows_per_range);
 
+    // Each fill's values from the cache where it holds them; the rest are drawn, and go into it where they fit. The
+    // entries are all reserved before any range is drawn, so their values stay where they are while the ranges run.
+    std::vector<CachedRows> cached(operands.size());
+    if (cache != nullptr) {
+      for (std::size_t i = 0; i < operands.size(); ++i) {
+        const OperandFill& f = operands[i];
+        const DrawCache::Key key{spec.seed, static_cast<int>(f.which), f.group, f.batch, f.k,
+                                 f.which == Operand::a ? spec.a_exponent : spec.b_exponent};
+        if (const DrawCache::Entry* held = cache->find(key)) {
+          cached[i].held = held->values.get();
+          cached[i].held_rows = held->rows;
+          if (held->rows >= f.rows) ++cache->hits_;
+        } else if (DrawCache::Entry* entry = cache->reserve(key, f.rows, f.k)) {
+          cached[i].store = entry->values.get();
+        }
+      }
+    }
+    // A failure below gives back the entries this call reserved (their values were not all drawn).
+    struct FinishCache {
+      DrawCache* cache;
+      bool drawn = false;
+      ~FinishCache() {
+        if (cache != nullptr) cache->finish(drawn);
+      }
+    } finish_cache{cache};
+
     // nvfp4: the amax of every (group, operand) over all its batches and ranges, then s_g. The values
     // drawn for it are kept for the quantization below while they fit kKeptDrawBytes, else drawn again.
     std::vector<float> global_scale(static_cast<std::size_t>(2 * groups), 1.0f);
@@ -528,10 +613,14 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
         const RowRange& range = ranges[static_cast<std::size_t>(t)];
         const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
         if (f.type.recipe != Recipe::nvfp4) return;
-        std::vector<float>& values = keep ? kept[static_cast<std::size_t>(t)] : scratch[static_cast<std::size_t>(worker)];
-        draw_rows(f, range, spec, values);
+        // Values the cache holds, or is being given, are read from it again below rather than kept.
+        const CachedRows& source = cached[static_cast<std::size_t>(range.fill)];
+        const bool kept_here = keep && source.held == nullptr && source.store == nullptr;
+        std::vector<float>& values =
+            kept_here ? kept[static_cast<std::size_t>(t)] : scratch[static_cast<std::size_t>(worker)];
+        const float* rows = obtain_rows(f, range, spec, source, values);
         float amax = 0.0f;
-        for (const float v : values) amax = std::max(amax, std::fabs(v));
+        for (std::int64_t i = 0; i < (range.row1 - range.row0) * f.k; ++i) amax = std::max(amax, std::fabs(rows[i]));
         range_amax[static_cast<std::size_t>(t)] = amax;
       });
       std::vector<float> owner_amax(global_scale.size(), 0.0f);
@@ -543,6 +632,11 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
         const bool nvfp4 = (o % 2 == 0 ? spec.a_type : spec.b_type).recipe == Recipe::nvfp4;
         if (nvfp4) global_scale[o] = nvfp4_global_scale(owner_amax[o]);
       }
+      // What this pass drew into the cache serves the quantization below too.
+      for (std::size_t i = 0; i < operands.size(); ++i) {
+        if (operands[i].type.recipe != Recipe::nvfp4 || cached[i].store == nullptr) continue;
+        cached[i] = CachedRows{cached[i].store, operands[i].rows, nullptr};
+      }
     }
 
     // Draw and quantize every range.
@@ -552,22 +646,25 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out) {
       const RowRange& range = ranges[static_cast<std::size_t>(t)];
       const OperandFill& f = operands[static_cast<std::size_t>(range.fill)];
       std::vector<float>& values = scratch[static_cast<std::size_t>(worker)];
+      const float* rows = nullptr;
       if (kept[static_cast<std::size_t>(t)].empty()) {
-        draw_rows(f, range, spec, values);
+        rows = obtain_rows(f, range, spec, cached[static_cast<std::size_t>(range.fill)], values);
       } else {
         values.swap(kept[static_cast<std::size_t>(t)]);
         kept[static_cast<std::size_t>(t)] = std::vector<float>();  // its memory goes now, not at the end
+        rows = values.data();
       }
       QuantizeOptions options = spec.quantize;
       float returned_scale = 1.0f;
       if (f.type.recipe == Recipe::nvfp4) options.nvfp4_global_scale = global_scale[static_cast<std::size_t>(f.owner)];
-      const Status s = quantize(values.data(), f.k, range_operand(f, range.row0, range.row1), options, &returned_scale);
+      const Status s = quantize(rows, f.k, range_operand(f, range.row0, range.row1), options, &returned_scale);
       if (!s.ok()) {
         const std::lock_guard<std::mutex> lock(failure_mutex);
         if (failure.ok()) failure = s;
       }
     });
     if (!failure.ok()) return failure;
+    finish_cache.drawn = true;
 
     // C ~ N(0, 1) in D's type and major.
     const std::vector<RowRange> c_ranges = split_rows(outputs, &output_rows_per_range);

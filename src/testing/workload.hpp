@@ -57,6 +57,51 @@ struct Buffer {
   std::uint8_t* get() const { return data.get(); }
 };
 
+// The fp32 values of A and B that workloads draw, kept for later workloads of the same shapes and seed. A row's
+// values depend only on the seed, the operand, its group, batch and row, K and the operand's exponent, never on the
+// recipe, the scale layout or the group layout, so the benchmark's recipes of one case draw them once and only
+// quantize them again (drawing is most of a workload's making). Holds at most `max_bytes` of values: an operand
+// matrix that does not fit is drawn each time. Not thread-safe: one create() at a time.
+class DrawCache {
+ public:
+  explicit DrawCache(std::int64_t max_bytes) : max_bytes_(max_bytes) {}
+  DrawCache(const DrawCache&) = delete;
+  DrawCache& operator=(const DrawCache&) = delete;
+
+  std::int64_t bytes() const { return bytes_; }
+  // Matrices served from the cache and matrices drawn into it, over every create() so far.
+  std::int64_t hits() const { return hits_; }
+  std::int64_t stores() const { return stores_; }
+
+ private:
+  friend class HostWorkload;
+  // One operand matrix's identity: everything its values depend on.
+  struct Key {
+    std::uint64_t seed = 0;
+    int operand = 0;  // Operand as an int
+    int group = 0;
+    std::int64_t batch = 0, k = 0;
+    int exponent = 0;
+    bool operator==(const Key&) const = default;
+  };
+  struct Entry {
+    Key key;
+    std::int64_t rows = 0, k = 0;  // rows [0, rows) are held, row-major with ld k
+    // Left uninitialised until the draw's threads write it, so that they, not one thread, touch its pages first.
+    std::unique_ptr<float[]> values;
+    bool complete = false;  // false while the create() that draws it runs, and if it fails
+  };
+  // The complete entry of `key`, or null.
+  const Entry* find(const Key& key) const;
+  // A new entry of `rows` x `k` values for `key`, or null when the key is held already or the values do not fit.
+  Entry* reserve(const Key& key, std::int64_t rows, std::int64_t k);
+  // After the create() that reserved entries: keeps them when it drew them all, else gives them back.
+  void finish(bool drawn);
+
+  std::vector<Entry> entries_;
+  std::int64_t max_bytes_ = 0, bytes_ = 0, hits_ = 0, stores_ = 0;
+};
+
 class HostWorkload {
  public:
   HostWorkload() = default;
@@ -67,8 +112,10 @@ class HostWorkload {
   HostWorkload(const HostWorkload&) = delete;
   HostWorkload& operator=(const HostWorkload&) = delete;
 
-  // Draws and quantizes every tensor; fails (with can_implement's message) on a bad spec.
-  static Status create(const WorkloadSpec& spec, HostWorkload* out);
+  // Draws and quantizes every tensor; fails (with can_implement's message) on a bad spec. With a cache, A's and B's
+  // values come from it where it holds them and go into it where they fit; the workload is byte for byte the one
+  // made without.
+  static Status create(const WorkloadSpec& spec, HostWorkload* out, DrawCache* cache = nullptr);
 
   const WorkloadSpec& spec() const { return spec_; }
   // Host-resident arguments pointing into this workload's buffers.

@@ -340,6 +340,90 @@ TEST(Workload, DataDependOnTheSeedOnly) {
   for (int g = 0; g < 3; ++g) EXPECT_EQ(one.args().groups[g].alpha, three.args().groups[g].alpha);
 }
 
+// Two workloads hold the same bytes in every buffer and the same per-group alpha.
+void expect_same_workload(const HostWorkload& made, const HostWorkload& drawn, const std::string& what) {
+  ASSERT_EQ(made.buffers().size(), drawn.buffers().size()) << what;
+  for (std::size_t i = 0; i < made.buffers().size(); ++i) {
+    const testing::Buffer& a = made.buffers()[i];
+    const testing::Buffer& b = drawn.buffers()[i];
+    ASSERT_EQ(a.name, b.name) << what;
+    ASSERT_EQ(a.bytes, b.bytes) << what << ", " << a.name;
+    EXPECT_EQ(std::memcmp(a.get(), b.get(), a.bytes), 0) << what << ", " << a.name;
+  }
+  const GemmArguments& x = made.args();
+  const GemmArguments& y = drawn.args();
+  if (x.layout == GroupLayout::pointer_array) {
+    for (int g = 0; g < x.num_groups; ++g) EXPECT_EQ(x.groups[g].alpha, y.groups[g].alpha) << what << ", group " << g;
+  } else {
+    ASSERT_EQ(x.moe.alpha == nullptr, y.moe.alpha == nullptr) << what;
+    for (int g = 0; x.moe.alpha != nullptr && g < x.moe.num_groups; ++g)
+      EXPECT_EQ(x.moe.alpha[g], y.moe.alpha[g]) << what << ", group " << g;
+  }
+}
+
+// A workload made with the draw cache (what the benchmark does for the recipes and layouts of one case) is byte for
+// byte the one made without, whether its values were drawn into the cache, come from it, come from it in part (the
+// masked form's A has more rows than the contiguous one's), or belong to another key (an exponent changes A's values).
+TEST(Workload, TheDrawCacheChangesNoByte) {
+  struct Step {
+    Recipe a, b;
+    GroupLayout layout;
+    ScaleLayout scales;
+    int a_exponent;
+  };
+  const Step steps[] = {
+      {Recipe::mxfp8, Recipe::mxfp8, GroupLayout::contiguous, ScaleLayout::linear, 0},
+      {Recipe::nvfp4, Recipe::nvfp4, GroupLayout::contiguous, ScaleLayout::linear, 0},
+      {Recipe::fp8_block128, Recipe::mxfp4, GroupLayout::masked, ScaleLayout::linear, 0},
+      {Recipe::fp8_block128, Recipe::fp8_block128, GroupLayout::contiguous, ScaleLayout::blocked_128x4, 0},
+      {Recipe::nvfp4, Recipe::nvfp4, GroupLayout::masked, ScaleLayout::blocked_128x4, 0},
+      {Recipe::mxfp8, Recipe::nvfp4, GroupLayout::contiguous, ScaleLayout::linear, 5},
+  };
+  testing::DrawCache cache(std::int64_t{1} << 30);
+  for (const Step& step : steps) {
+    WorkloadSpec s = base_spec(step.a, step.b, {{70, 48, 256, 1}, {0, 48, 256, 1}, {129, 48, 256, 1}, {1, 48, 256, 1}});
+    s.layout = step.layout;
+    s.a_type.scale_layout = s.b_type.scale_layout = step.scales;
+    s.a_exponent = step.a_exponent;
+    s.seed = seed_of("draw_cache");
+    const std::string what = std::string(to_string(step.a)) + " x " + to_string(step.b) + " " + to_string(step.layout);
+    HostWorkload made, drawn;
+    ASSERT_TRUE(HostWorkload::create(s, &made).ok()) << what;
+    const std::int64_t hits = cache.hits();
+    ASSERT_TRUE(HostWorkload::create(s, &drawn, &cache).ok()) << what;
+    expect_same_workload(made, drawn, what);
+    // After the first step, every B (same key) is served whole from the cache.
+    if (&step != &steps[0]) EXPECT_GE(cache.hits() - hits, 4) << what;
+  }
+  // Stored once each: the four groups' B; the non-empty groups' A as the contiguous form has them (70, 129 and 1
+  // rows), then the empty group's as the masked form has it (129 rows; the others' first rows come from the cache,
+  // the rest are drawn); A again for the other exponent.
+  EXPECT_EQ(cache.stores(), 4 + 3 + 1 + 3);
+  EXPECT_EQ(cache.bytes(), (4 * 48 + 200 + 129 + 200) * std::int64_t{256} * 4);
+}
+
+// A cache with room for some matrices keeps within it and still changes no byte; one with none stores nothing.
+TEST(Workload, TheDrawCacheKeepsToItsRoom) {
+  WorkloadSpec s = base_spec(Recipe::nvfp4, Recipe::nvfp4, {{40, 64, 128, 2}, {9, 32, 96, 1}, {0, 16, 64, 1}});
+  s.seed = seed_of("draw_cache_room");
+  HostWorkload made;
+  ASSERT_TRUE(HostWorkload::create(s, &made).ok());
+  for (const std::int64_t room : {std::int64_t{0}, std::int64_t{64} * 128 * 4, std::int64_t{1} << 20}) {
+    testing::DrawCache cache(room);
+    for (const Recipe r : {Recipe::nvfp4, Recipe::mxfp8}) {
+      WorkloadSpec t = s;
+      t.a_type = t.b_type = make_operand_type(r);
+      HostWorkload reference, drawn;
+      ASSERT_TRUE(HostWorkload::create(t, &reference).ok());
+      ASSERT_TRUE(HostWorkload::create(t, &drawn, &cache).ok());
+      expect_same_workload(reference, drawn, std::string(to_string(r)) + ", room " + std::to_string(room));
+      EXPECT_LE(cache.bytes(), room);
+    }
+    if (room == 0) EXPECT_EQ(cache.stores(), 0);
+    if (room == (std::int64_t{1} << 20)) EXPECT_EQ(cache.hits(), 6);  // every A and B of the second recipe
+  }
+}
+
 // Every recipe quantizes the same fp32 data (it depends on the seed, not the recipe), so the exact
 // products of an nvfp4 workload, whose global scales reach D only through alpha, and of an
 // fp8-block128 one agree with the mxfp8 one to within quantization error. A global scale left out

@@ -621,6 +621,8 @@ std::string bench_help() {
       "Runs the benchmark cases of FILE (the public format of bench/cases.json): MoE cases as contiguous (or\n"
       "masked) grouped GEMMs with shared N and K, groups_mnkl cases as pointer arrays; bf16 output. Prints one\n"
       "row per case, recipe and layout: median time, TFLOP/s, GB/s and, with --check, PASS or FAIL.\n"
+      "A case's random values are drawn once and quantized for each of its recipes and layouts (kept in up to\n"
+      "a quarter of the machine's memory while the case runs).\n"
       "Exit status: 0 every case ran (and passed), 1 a check failed or a case could not run, 2 bad options,\n"
       "3 a runtime error (such as the --json file not being writable).",
       kBenchOptions);
