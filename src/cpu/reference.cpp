@@ -29,6 +29,9 @@ namespace {
 // x K doubles) it holds while it runs.
 constexpr std::int64_t kBlockRows = cpu::kReferenceBlockRows;
 constexpr std::int64_t kBlockColumns = cpu::kReferenceBlockColumns;
+// Elements of a row of D summed side by side (kBlockColumns is a multiple).
+constexpr int kColumnsAtOnce = 4;
+static_assert(kBlockColumns % kColumnsAtOnce == 0);
 
 // One batch of one non-empty group.
 struct Slab {
@@ -80,20 +83,34 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out) {
       std::vector<double> a_row(static_cast<std::size_t>(k_count));
       for (std::int64_t n = n0; n < n1; ++n) b.decode_row(l, n, k_count, b_columns.data() + (n - n0) * k_count);
       std::vector<double>& d = result[slab.group];
+      const auto store = [&](std::int64_t m, std::int64_t n, double sum) {
+        double value = static_cast<double>(group.alpha) * sum;
+        if (args.has_c) {
+          const std::int64_t c_index = l * group.c.batch_stride + core::matrix_offset(d_n_contiguous, m, n, group.c.ld);
+          value += static_cast<double>(group.beta) * static_cast<double>(load_value(args.d_type, group.c.data, c_index));
+        }
+        d[static_cast<std::size_t>((l * group.m + m) * group.n + n)] = value;
+      };
       for (std::int64_t m = m0; m < m1; ++m) {
         a.decode_row(l, m, k_count, a_row.data());
-        for (std::int64_t n = n0; n < n1; ++n) {
+        const double* a_values = a_row.data();
+        // kColumnsAtOnce elements at once: each is still its own in-order sum, but their additions are independent,
+        // so they overlap instead of each waiting on the last (an fp64 add's latency bounded the one-at-a-time loop).
+        std::int64_t n = n0;
+        for (; n + kColumnsAtOnce <= n1; n += kColumnsAtOnce) {
+          const double* b_column = b_columns.data() + (n - n0) * k_count;
+          double sums[kColumnsAtOnce] = {};
+          for (std::int64_t k = 0; k < k_count; ++k) {
+            const double a_value = a_values[k];
+            for (int j = 0; j < kColumnsAtOnce; ++j) sums[j] += a_value * b_column[j * k_count + k];
+          }
+          for (int j = 0; j < kColumnsAtOnce; ++j) store(m, n + j, sums[j]);
+        }
+        for (; n < n1; ++n) {
           const double* b_column = b_columns.data() + (n - n0) * k_count;
           double sum = 0;
-          for (std::int64_t k = 0; k < k_count; ++k) sum += a_row[static_cast<std::size_t>(k)] * b_column[k];
-          double value = static_cast<double>(group.alpha) * sum;
-          if (args.has_c) {
-            const std::int64_t c_index =
-                l * group.c.batch_stride + core::matrix_offset(d_n_contiguous, m, n, group.c.ld);
-            value +=
-                static_cast<double>(group.beta) * static_cast<double>(load_value(args.d_type, group.c.data, c_index));
-          }
-          d[static_cast<std::size_t>((l * group.m + m) * group.n + n)] = value;
+          for (std::int64_t k = 0; k < k_count; ++k) sum += a_values[k] * b_column[k];
+          store(m, n, sum);
         }
       }
     });
