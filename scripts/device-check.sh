@@ -8,6 +8,10 @@
 #     STEPS=all OUT=/some/dir bash scripts/device-check.sh
 # STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, probes (default: all).
 # BENCH_RECIPES picks the recipes of the public benchmark (default: every recipe the CUDA back end runs).
+# AB_BASE=PATH: a bsgemm binary of another commit (carried; PATH.xz is unpacked first). After the checks, the
+# FP4-weight recipes' masked decode cases and fp8-block128's contiguous cases are timed by it and by this build in
+# turn, AB_REPS times (default 2), the least median of each and their ratio in the summary (a change's A/B in the
+# same call as its checks, METHOD.md).
 # Every step has a time limit so that the summary at the end always prints. Logs go to $OUT.
 set -uo pipefail
 
@@ -158,6 +162,32 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   # cuBLAS's own error on inputs drawn like bsgemm's (issue 3: both bounds side by side).
   step cublas-error 60 python3 bench/cublas_error.py --json "$OUT/cublas-error.json"
   while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
+fi
+
+if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && want bench; then
+  base=$AB_BASE
+  if [[ "$base" == *.xz ]]; then xz -dkf "$base" && base=${base%.xz}; fi
+  chmod +x "$base" && base=$(realpath "$base")
+  step ab 200 bash -c 'fp4=mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:mxfp4,fp8-block128:nvfp4
+    cases="--cases .shared/bench/cases.json --backend cuda"
+    for rep in $(seq "$3"); do for build in base this; do
+      bin=$1; [ $build = this ] && bin=./build/bsgemm
+      $bin bench $cases --cases-filter decode --recipes $fp4 --layouts masked --iterations 30 | grep "^decode" | sed "s/^/$build /"
+      $bin bench $cases --recipes fp8-block128 --layouts contiguous --iterations 10 | grep -E "^(prefill|down|decode)" |
+        sed "s/^/$build /"
+    done; done >"$2/ab.txt"' ab "$base" "$OUT" "${AB_REPS:-2}"
+  while read -r line; do note "ab $line"; done < <(python3 - "$OUT/ab.txt" <<'PY'
+import collections, sys
+least = collections.defaultdict(dict)
+for line in open(sys.argv[1]):
+    build, case, recipe, layout, ms = line.split()[:5]
+    key = (case, recipe, layout)
+    least[key][build] = min(float(ms), least[key].get(build, float("inf")))
+for (case, recipe, layout), ms in least.items():
+    if "base" in ms and "this" in ms:
+        print(f"{case} {recipe} {layout}: base {ms['base']:.4f} this {ms['this']:.4f} ms, {ms['this'] / ms['base']:.3f}x")
+PY
+  )
 fi
 
 if want cpu-tests; then
