@@ -6,12 +6,12 @@
 # Run from the repository root on the GPU machine, with ../shared copied to .shared and GoogleTest's
 # sources to .deps/googletest (both carried; see bench/NOTES.md):
 #     STEPS=all OUT=/some/dir bash scripts/device-check.sh
-# STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, probes (default: all).
+# STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, ab, probes (default: all).
 # BENCH_RECIPES picks the recipes of the public benchmark (default: every recipe the CUDA back end runs).
 # AB_BASE=PATH: a bsgemm binary of another commit (carried; PATH.xz is unpacked first). After the checks, the
 # FP4-weight recipes' masked decode cases and fp8-block128's contiguous cases are timed by it and by this build in
 # turn, AB_REPS times (default 2), the least median of each and their ratio in the summary (a change's A/B in the
-# same call as its checks, METHOD.md).
+# same call as its checks, METHOD.md); with the bench step, or alone as the step `ab`.
 # Every step has a time limit so that the summary at the end always prints. Logs go to $OUT.
 set -uo pipefail
 
@@ -164,7 +164,7 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
 fi
 
-if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && want bench; then
+if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && { want bench || want ab; }; then
   base=$AB_BASE
   if [[ "$base" == *.xz ]]; then xz -dkf "$base" && base=${base%.xz}; fi
   chmod +x "$base" && base=$(realpath "$base")
