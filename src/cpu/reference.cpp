@@ -33,6 +33,18 @@ constexpr std::int64_t kBlockColumns = cpu::kReferenceBlockColumns;
 constexpr int kColumnsAtOnce = 4;
 static_assert(kBlockColumns % kColumnsAtOnce == 0);
 
+// Elements n .. n + W - 1 of a row of D, side by side: sums[j] is the in-order fp64 sum over k of a_row[k] times
+// column j's b_columns[j K + k]. Their additions are independent, so they overlap instead of each waiting on the last
+// (an fp64 add's latency bounds a single sum).
+template <int W>
+void sum_side_by_side(const double* a_row, const double* b_columns, std::int64_t k_count, double (&sums)[W]) {
+  for (int j = 0; j < W; ++j) sums[j] = 0;
+  for (std::int64_t k = 0; k < k_count; ++k) {
+    const double a_value = a_row[k];
+    for (int j = 0; j < W; ++j) sums[j] += a_value * b_columns[j * k_count + k];
+  }
+}
+
 // One batch of one non-empty group.
 struct Slab {
   std::size_t group = 0;
@@ -93,24 +105,16 @@ Status reference_gemm(const GemmArguments& args, ExpectedOutput* out) {
       };
       for (std::int64_t m = m0; m < m1; ++m) {
         a.decode_row(l, m, k_count, a_row.data());
-        const double* a_values = a_row.data();
-        // kColumnsAtOnce elements at once: each is still its own in-order sum, but their additions are independent,
-        // so they overlap instead of each waiting on the last (an fp64 add's latency bounded the one-at-a-time loop).
         std::int64_t n = n0;
         for (; n + kColumnsAtOnce <= n1; n += kColumnsAtOnce) {
-          const double* b_column = b_columns.data() + (n - n0) * k_count;
-          double sums[kColumnsAtOnce] = {};
-          for (std::int64_t k = 0; k < k_count; ++k) {
-            const double a_value = a_values[k];
-            for (int j = 0; j < kColumnsAtOnce; ++j) sums[j] += a_value * b_column[j * k_count + k];
-          }
+          double sums[kColumnsAtOnce];
+          sum_side_by_side(a_row.data(), b_columns.data() + (n - n0) * k_count, k_count, sums);
           for (int j = 0; j < kColumnsAtOnce; ++j) store(m, n + j, sums[j]);
         }
-        for (; n < n1; ++n) {
-          const double* b_column = b_columns.data() + (n - n0) * k_count;
-          double sum = 0;
-          for (std::int64_t k = 0; k < k_count; ++k) sum += a_values[k] * b_column[k];
-          store(m, n, sum);
+        for (; n < n1; ++n) {  // the group's last columns, fewer than kColumnsAtOnce
+          double sum[1];
+          sum_side_by_side(a_row.data(), b_columns.data() + (n - n0) * k_count, k_count, sum);
+          store(m, n, sum[0]);
         }
       }
     });

@@ -314,17 +314,16 @@ const DrawCache::Entry* DrawCache::find(const Key& key) const {
   return nullptr;
 }
 
-DrawCache::Entry* DrawCache::reserve(const Key& key, std::int64_t rows, std::int64_t k) {
+DrawCache::Entry* DrawCache::reserve(const Key& key, std::int64_t rows) {
   for (const Entry& entry : entries_)
     if (entry.key == key) return nullptr;
-  const std::int64_t bytes = rows * k * static_cast<std::int64_t>(sizeof(float));
-  if (bytes > max_bytes_ - bytes_) return nullptr;
   Entry entry;
   entry.key = key;
   entry.rows = rows;
-  entry.k = k;
+  const std::int64_t bytes = bytes_of(entry);
+  if (bytes > max_bytes_ - bytes_) return nullptr;
   try {
-    entry.values.reset(new float[static_cast<std::size_t>(rows * k)]);
+    entry.values.reset(new float[static_cast<std::size_t>(rows * key.k)]);
   } catch (const std::bad_alloc&) {
     return nullptr;  // the cache only saves time: without room the values are drawn each time
   }
@@ -340,7 +339,7 @@ void DrawCache::finish(bool drawn) {
       entry.complete = true;
       ++stores_;
     } else {
-      bytes_ -= entry.rows * entry.k * static_cast<std::int64_t>(sizeof(float));
+      bytes_ -= bytes_of(entry);
     }
   }
   if (!drawn) std::erase_if(entries_, [](const Entry& entry) { return !entry.complete; });
@@ -583,7 +582,7 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out, DrawCac
           cached[i].held = held->values.get();
           cached[i].held_rows = held->rows;
           if (held->rows >= f.rows) ++cache->hits_;
-        } else if (DrawCache::Entry* entry = cache->reserve(key, f.rows, f.k)) {
+        } else if (DrawCache::Entry* entry = cache->reserve(key, f.rows)) {
           cached[i].store = entry->values.get();
         }
       }
@@ -620,7 +619,8 @@ Status HostWorkload::create(const WorkloadSpec& spec, HostWorkload* out, DrawCac
             kept_here ? kept[static_cast<std::size_t>(t)] : scratch[static_cast<std::size_t>(worker)];
         const float* rows = obtain_rows(f, range, spec, source, values);
         float amax = 0.0f;
-        for (std::int64_t i = 0; i < (range.row1 - range.row0) * f.k; ++i) amax = std::max(amax, std::fabs(rows[i]));
+        const std::int64_t count = (range.row1 - range.row0) * f.k;
+        for (std::int64_t i = 0; i < count; ++i) amax = std::max(amax, std::fabs(rows[i]));
         range_amax[static_cast<std::size_t>(t)] = amax;
       });
       std::vector<float> owner_amax(global_scale.size(), 0.0f);

@@ -86,15 +86,18 @@ class DrawCache {
   };
   struct Entry {
     Key key;
-    std::int64_t rows = 0, k = 0;  // rows [0, rows) are held, row-major with ld k
+    std::int64_t rows = 0;  // rows [0, rows) are held, row-major with ld key.k
     // Left uninitialised until the draw's threads write it, so that they, not one thread, touch its pages first.
     std::unique_ptr<float[]> values;
     bool complete = false;  // false while the create() that draws it runs, and if it fails
   };
   // The complete entry of `key`, or null.
   const Entry* find(const Key& key) const;
-  // A new entry of `rows` x `k` values for `key`, or null when the key is held already or the values do not fit.
-  Entry* reserve(const Key& key, std::int64_t rows, std::int64_t k);
+  // A new entry of `rows` x key.k values for `key`, or null when the key is held already or the values do not fit.
+  Entry* reserve(const Key& key, std::int64_t rows);
+  static std::int64_t bytes_of(const Entry& entry) {
+    return entry.rows * entry.key.k * static_cast<std::int64_t>(sizeof(float));
+  }
   // After the create() that reserved entries: keeps them when it drew them all, else gives them back.
   void finish(bool drawn);
 
