@@ -8,7 +8,7 @@
 #     STEPS=all OUT=/some/dir bash scripts/device-check.sh
 # STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, ab, probes (default: all).
 # BENCH_RECIPES picks the recipes of the public benchmark (default: every recipe the CUDA back end runs).
-# AB_BASE=PATH: a bsgemm binary of another commit (carried; PATH.xz is unpacked first). After the checks, the
+# AB_BASE=PATH: a bsgemm binary of another commit (carried; PATH.xz is unpacked first). After the floor's rows, the
 # FP4-weight recipes' masked decode cases and fp8-block128's contiguous cases are timed by it and by this build in
 # turn, AB_REPS times (default 2), the least median of each and their ratio in the summary (a change's A/B in the
 # same call as its checks, METHOD.md); with the bench step, or alone as the step `ab`.
@@ -131,40 +131,9 @@ if want tool && [ $SMOKE_OK = 1 ]; then
   note "tool: $(grep -cE '^(\[[a-z0-9-]*\] )?PASS$' "$OUT/tool.log") PASS, $(grep -cE '^(\[[a-z0-9-]*\] )?FAIL$' "$OUT/tool.log") FAIL; back end: $(grep -m1 -E 'back end ' "$OUT/tool.log")"
 fi
 
-if want bench && [ $SMOKE_OK = 1 ]; then
-  # Contiguous for every case; masked (DeepGEMM's decode form) for the decode cases.
-  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:mxfp4,fp8-block128:nvfp4}
-  # The peers first and the decode cases next: they are short, and the other cases' checks are long (most of the bench
-  # step's 229 s on run 213's H200), so a deadline cuts those, never the peers or the floor's rows (bench/NOTES.md
-  # session 45). Each run draws a case's values once for all its recipes and layouts, so the decode cases run their
-  # two forms together.
-  step peers 300 env PYTHONUNBUFFERED=1 python3 .shared/bench/peers.py --cases .shared/bench/cases.json --json "$OUT/peers.json"
-  step bench-decode 150 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
-    --recipes "$RECIPES" --layouts masked,contiguous --check --json "$OUT/bench-decode.json"
-  # The floor of issue 4: each recipe's masked decode time against DeepGEMM's (bench/NOTES.md).
-  while read -r line; do note "masked $line"; done < <(awk '/^decode.* masked / {print $1, $2, $4, $NF}' "$OUT/bench-decode.log")
-  step bench 300 bash -c 'rc=0
-    for c in seed prefill down; do
-      ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter $c --backend cuda --recipes "$1" \
-        --layouts contiguous --check --json "$2/bench-$c.json" || rc=1
-    done; exit $rc' bench "$RECIPES" "$OUT"
-  python3 -c 'import json,os,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:] if os.path.exists(f)), []), indent=1))' \
-    "$OUT"/bench-{seed,prefill,down,decode}.json >"$OUT/bench.json"
-  python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" --gpu "$(head -2 "$OUT/gpu.txt" | tail -1)" >"$OUT/h200.md" 2>"$OUT/compare.err"
-  note "bench table: $OUT/h200.md"
-  cat "$OUT/h200.md"
-  # The pointer-array form at decode sizes runs the register-operand kernel that decodes its own tokens, whose race
-  # (found in bench/NOTES.md session 39, mended in session 40) only showed at these sizes: checked apart from the
-  # table, its outcome in the summary.
-  step bench-ptr-array 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
-    --recipes nvfp4,mxfp4,mxfp8:nvfp4,mxfp8:mxfp4 --layouts ptr-array --iterations 3 --check
-  note "bench-ptr-array: $(grep -cE ' PASS$' "$OUT/bench-ptr-array.log") PASS, $(grep -cE ' FAIL$' "$OUT/bench-ptr-array.log") FAIL (decode cases)"
-  # cuBLAS's own error on inputs drawn like bsgemm's (issue 3: both bounds side by side).
-  step cublas-error 60 python3 bench/cublas_error.py --json "$OUT/cublas-error.json"
-  while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
-fi
-
-if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && { want bench || want ab; }; then
+# The A/B of AB_BASE against this build: run after the floor's rows and before the contiguous cases' long checks, so
+# that a deadline cuts those, not the comparison that decides whether a kernel change lands.
+run_ab() {
   base=$AB_BASE
   if [[ "$base" == *.xz ]]; then xz -dkf "$base" && base=${base%.xz}; fi
   chmod +x "$base" && base=$(realpath "$base")
@@ -188,6 +157,44 @@ for (case, recipe, layout), ms in least.items():
         print(f"{case} {recipe} {layout}: base {ms['base']:.4f} this {ms['this']:.4f} ms, {ms['this'] / ms['base']:.3f}x")
 PY
   )
+}
+
+if want bench && [ $SMOKE_OK = 1 ]; then
+  # Contiguous for every case; masked (DeepGEMM's decode form) for the decode cases.
+  RECIPES=${BENCH_RECIPES:-fp8-block128,mxfp8,mxfp4,nvfp4,mxfp8:mxfp4,mxfp8:nvfp4,fp8-block128:mxfp4,fp8-block128:nvfp4}
+  # The peers first and the decode cases next: they are short, and the other cases' checks are long (most of the bench
+  # step's 229 s on run 213's H200), so a deadline cuts those, never the peers or the floor's rows (bench/NOTES.md
+  # session 45). Each run draws a case's values once for all its recipes and layouts, so the decode cases run their
+  # two forms together.
+  step peers 300 env PYTHONUNBUFFERED=1 python3 .shared/bench/peers.py --cases .shared/bench/cases.json --json "$OUT/peers.json"
+  step bench-decode 150 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
+    --recipes "$RECIPES" --layouts masked,contiguous --check --json "$OUT/bench-decode.json"
+  # The floor of issue 4: each recipe's masked decode time against DeepGEMM's (bench/NOTES.md).
+  while read -r line; do note "masked $line"; done < <(awk '/^decode.* masked / {print $1, $2, $4, $NF}' "$OUT/bench-decode.log")
+  [ -n "${AB_BASE:-}" ] && run_ab
+  step bench 300 bash -c 'rc=0
+    for c in seed prefill down; do
+      ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter $c --backend cuda --recipes "$1" \
+        --layouts contiguous --check --json "$2/bench-$c.json" || rc=1
+    done; exit $rc' bench "$RECIPES" "$OUT"
+  python3 -c 'import json,os,sys; print(json.dumps(sum((json.load(open(f)) for f in sys.argv[1:] if os.path.exists(f)), []), indent=1))' \
+    "$OUT"/bench-{seed,prefill,down,decode}.json >"$OUT/bench.json"
+  python3 bench/compare.py "$OUT/bench.json" "$OUT/peers.json" --gpu "$(head -2 "$OUT/gpu.txt" | tail -1)" >"$OUT/h200.md" 2>"$OUT/compare.err"
+  note "bench table: $OUT/h200.md"
+  cat "$OUT/h200.md"
+  # The pointer-array form at decode sizes runs the register-operand kernel that decodes its own tokens, whose race
+  # (found in bench/NOTES.md session 39, mended in session 40) only showed at these sizes: checked apart from the
+  # table, its outcome in the summary.
+  step bench-ptr-array 90 ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter decode --backend cuda \
+    --recipes nvfp4,mxfp4,mxfp8:nvfp4,mxfp8:mxfp4 --layouts ptr-array --iterations 3 --check
+  note "bench-ptr-array: $(grep -cE ' PASS$' "$OUT/bench-ptr-array.log") PASS, $(grep -cE ' FAIL$' "$OUT/bench-ptr-array.log") FAIL (decode cases)"
+  # cuBLAS's own error on inputs drawn like bsgemm's (issue 3: both bounds side by side).
+  step cublas-error 60 python3 bench/cublas_error.py --json "$OUT/cublas-error.json"
+  while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
+fi
+
+if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && want ab && ! want bench; then
+  run_ab
 fi
 
 if want cpu-tests; then
