@@ -132,8 +132,9 @@ if want tool && [ $SMOKE_OK = 1 ]; then
 fi
 
 # The A/B of AB_BASE against this build: run after the floor's rows and before the contiguous cases' long checks, so
-# that a deadline cuts those, not the comparison that decides whether a kernel change lands.
+# that a deadline cuts those, not the comparison that decides whether a kernel change lands. Nothing without AB_BASE.
 run_ab() {
+  [ -n "${AB_BASE:-}" ] || return 0
   base=$AB_BASE
   if [[ "$base" == *.xz ]]; then xz -dkf "$base" && base=${base%.xz}; fi
   chmod +x "$base" && base=$(realpath "$base")
@@ -171,7 +172,7 @@ if want bench && [ $SMOKE_OK = 1 ]; then
     --recipes "$RECIPES" --layouts masked,contiguous --check --json "$OUT/bench-decode.json"
   # The floor of issue 4: each recipe's masked decode time against DeepGEMM's (bench/NOTES.md).
   while read -r line; do note "masked $line"; done < <(awk '/^decode.* masked / {print $1, $2, $4, $NF}' "$OUT/bench-decode.log")
-  [ -n "${AB_BASE:-}" ] && run_ab
+  run_ab
   step bench 300 bash -c 'rc=0
     for c in seed prefill down; do
       ./build/bsgemm bench --cases .shared/bench/cases.json --cases-filter $c --backend cuda --recipes "$1" \
@@ -193,7 +194,7 @@ if want bench && [ $SMOKE_OK = 1 ]; then
   while read -r line; do note "$line"; done < <(grep '^cuBLAS' "$OUT/cublas-error.log")
 fi
 
-if [ -n "${AB_BASE:-}" ] && [ $SMOKE_OK = 1 ] && want ab && ! want bench; then
+if want ab && ! want bench && [ $SMOKE_OK = 1 ]; then
   run_ab
 fi
 
