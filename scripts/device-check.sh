@@ -6,12 +6,15 @@
 # Run from the repository root on the GPU machine, with ../shared copied to .shared and GoogleTest's
 # sources to .deps/googletest (both carried; see bench/NOTES.md):
 #     STEPS=all OUT=/some/dir bash scripts/device-check.sh
-# STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, ab, probes (default: all).
+# STEPS is a comma list of: build, cpu-tests, gpu-tests, sanitize, tool, bench, ab, probes (default: all), or pack.
 # BENCH_RECIPES picks the recipes of the public benchmark (default: every recipe the CUDA back end runs).
 # AB_BASE=PATH: a bsgemm binary of another commit (carried; PATH.xz is unpacked first). After the floor's rows, the
 # FP4-weight recipes' masked decode cases and fp8-block128's contiguous cases are timed by it and by this build in
 # turn, AB_REPS times (default 2), the least median of each and their ratio in the summary (a change's A/B in the
 # same call as its checks, METHOD.md); with the bench step, or alone as the step `ab`.
+# PREBUILT=PATH: a build packed on the CPU machine (`STEPS=pack`, which writes PACK, default out/prebuilt.tar.xz: the
+# GPU tier's tests and ctest files, bsgemm, the library and the ptxas log), carried; the build step unpacks it instead
+# of building, which leaves a short lease its ~100 s. It has no CPU tier (CI runs it) and no probes.
 # Every step has a time limit so that the summary at the end always prints. Logs go to $OUT.
 set -uo pipefail
 
@@ -45,10 +48,46 @@ export PATH=/usr/local/cuda/bin:$PATH
 GTEST_ARGS=()
 [ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
 
-if want build; then
+# What the GPU steps other than the probes run, packed by `STEPS=pack`. ctest's files name the tree where it was
+# built, rewritten to this one on unpacking.
+PACKED_FILES=(build/bsgemm build/libbsgemm.a build/tests/test_gpu "build/tests/test_gpu[1]_tests.cmake"
+  build/CTestTestfile.cmake build/tests/CTestTestfile.cmake build/packed-root build/packed-commit build/ptxas.log)
+
+if [[ ",$STEPS," == *",pack,"* ]]; then
+  # On the CPU machine (no GPU needed): a clean build as the build step's (the ptxas log must name every kernel), then
+  # the pack. ctest's file for tests/ includes only the GPU tier's list of tests, as discovered here: ctest on the GPU
+  # machine then needs no other test binary and runs no discovery (whose CMake module path is this machine's).
+  PACK=${PACK:-out/prebuilt.tar.xz}
+  rm -rf build
+  step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}" || exit 1
+  DEADLINE=$((SECONDS + 7200)) step build 3600 cmake --build build -j "$JOBS" || { tail -20 "$OUT/build.log"; exit 1; }
+  ctest --test-dir build -N -R '^Gpu' >/dev/null || exit 1
+  cp "$OUT/build.log" build/ptxas.log
+  echo "$PWD" >build/packed-root
+  echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- src include tests tools CMakeLists.txt || echo ' with local changes')" \
+    >build/packed-commit
+  echo "include(\"$PWD/build/tests/test_gpu[1]_tests.cmake\")" >build/tests/CTestTestfile.cmake
+  mkdir -p "$(dirname "$PACK")"
+  tar -cJf "$PACK" "${PACKED_FILES[@]}"
+  note "pack: $PACK ($(du -h "$PACK" | cut -f1)), $(grep -c 'add_test' "build/tests/test_gpu[1]_tests.cmake") GPU tests, of $(cat build/packed-commit)"
+  printf '%s\n' "${SUMMARY[@]}"
+  exit 0
+fi
+
+if want build && [ -n "${PREBUILT:-}" ]; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+  rm -rf build
+  step unpack 60 tar -xJf "$PREBUILT" || exit 1
+  sed -i "s#$(cat build/packed-root)#$PWD#g" build/CTestTestfile.cmake build/tests/CTestTestfile.cmake \
+    "build/tests/test_gpu[1]_tests.cmake"
+  cp build/ptxas.log "$OUT/build.log"
+  note "build: prebuilt on the CPU machine from $(cat build/packed-commit)"
+elif want build; then
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
   step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}"
   step build 420 cmake --build build -j "$JOBS"
+fi
+if want build; then
   grep -E "spill stores" "$OUT/build.log" | sort | uniq -c >"$OUT/spills.txt"
   note "ptxas: $(grep -c ' 0 bytes spill stores' "$OUT/build.log") kernels without spills, $(grep -E 'spill stores' "$OUT/build.log" | grep -vc ' 0 bytes spill stores') with"
   cuobjdump --dump-sass build/libbsgemm.a >"$OUT/sass.txt" 2>/dev/null
@@ -198,13 +237,17 @@ if want ab && ! want bench && [ $SMOKE_OK = 1 ]; then
   run_ab
 fi
 
-if want cpu-tests; then
+if want cpu-tests && [ -n "${PREBUILT:-}" ]; then
+  note "cpu-tests: not run, the packed build has only the GPU tier (CI runs the CPU tier)"
+elif want cpu-tests; then
   step cpu-tests 300 ctest --test-dir build -j "$JOBS" -E "^Gpu" --output-on-failure
   note "cpu-tests: $(grep -E 'tests passed|tests failed' "$OUT/cpu-tests.log" | tail -1)"
 fi
 
 # Probes last: they inform bench/NOTES.md, and the deadline may cut them, never the checks above.
-if want probes && [ $SMOKE_OK = 1 ]; then
+if want probes && [ -n "${PREBUILT:-}" ]; then
+  note "probes: not run, the packed build has no probe binaries"
+elif want probes && [ $SMOKE_OK = 1 ]; then
   # How much of the FP4 decode hides under wgmma on one SM, without memory traffic (bench/NOTES.md session 15).
   step wgmma-overlap 60 ./build/bsgemm_probe_wgmma_overlap
   while read -r line; do note "overlap $line"; done < <(grep "^|" "$OUT/wgmma-overlap.log")
