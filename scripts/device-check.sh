@@ -48,19 +48,20 @@ export PATH=/usr/local/cuda/bin:$PATH
 GTEST_ARGS=()
 [ -d .deps/googletest ] && GTEST_ARGS=(-DBSGEMM_GTEST_SOURCE_DIR="$PWD/.deps/googletest")
 
-# What the GPU steps other than the probes run, packed by `STEPS=pack`. ctest's files name the tree where it was
-# built, rewritten to this one on unpacking.
-PACKED_FILES=(build/bsgemm build/libbsgemm.a build/tests/test_gpu "build/tests/test_gpu[1]_tests.cmake"
-  build/CTestTestfile.cmake build/tests/CTestTestfile.cmake build/packed-root build/packed-commit build/ptxas.log)
+# The build step's configure and build; the build's limit as the argument. Its outcome is the build's.
+configure_and_build() {
+  step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}"
+  step build "$1" cmake --build build -j "$JOBS"
+}
 
 if [[ ",$STEPS," == *",pack,"* ]]; then
   # On the CPU machine (no GPU needed): a clean build as the build step's (the ptxas log must name every kernel), then
-  # the pack. ctest's file for tests/ includes only the GPU tier's list of tests, as discovered here: ctest on the GPU
-  # machine then needs no other test binary and runs no discovery (whose CMake module path is this machine's).
+  # the pack: what the GPU steps other than the probes run. ctest's file for tests/ includes only the GPU tier's list
+  # of tests, as discovered here: ctest on the GPU machine then needs no other test binary and runs no discovery
+  # (whose CMake module path is this machine's). ctest's files name this tree, rewritten to that one on unpacking.
   PACK=${PACK:-out/prebuilt.tar.xz}
   rm -rf build
-  step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}" || exit 1
-  DEADLINE=$((SECONDS + 7200)) step build 3600 cmake --build build -j "$JOBS" || { tail -20 "$OUT/build.log"; exit 1; }
+  DEADLINE=$((SECONDS + 7200)) configure_and_build 3600 || { tail -20 "$OUT/build.log"; exit 1; }
   ctest --test-dir build -N -R '^Gpu' >/dev/null || exit 1
   cp "$OUT/build.log" build/ptxas.log
   echo "$PWD" >build/packed-root
@@ -68,26 +69,25 @@ if [[ ",$STEPS," == *",pack,"* ]]; then
     >build/packed-commit
   echo "include(\"$PWD/build/tests/test_gpu[1]_tests.cmake\")" >build/tests/CTestTestfile.cmake
   mkdir -p "$(dirname "$PACK")"
-  tar -cJf "$PACK" "${PACKED_FILES[@]}"
+  tar -cJf "$PACK" build/bsgemm build/libbsgemm.a build/tests/test_gpu "build/tests/test_gpu[1]_tests.cmake" \
+    build/CTestTestfile.cmake build/tests/CTestTestfile.cmake build/packed-root build/packed-commit build/ptxas.log
   note "pack: $PACK ($(du -h "$PACK" | cut -f1)), $(grep -c 'add_test' "build/tests/test_gpu[1]_tests.cmake") GPU tests, of $(cat build/packed-commit)"
   printf '%s\n' "${SUMMARY[@]}"
   exit 0
 fi
 
-if want build && [ -n "${PREBUILT:-}" ]; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
-  rm -rf build
-  step unpack 60 tar -xJf "$PREBUILT" || exit 1
-  sed -i "s#$(cat build/packed-root)#$PWD#g" build/CTestTestfile.cmake build/tests/CTestTestfile.cmake \
-    "build/tests/test_gpu[1]_tests.cmake"
-  cp build/ptxas.log "$OUT/build.log"
-  note "build: prebuilt on the CPU machine from $(cat build/packed-commit)"
-elif want build; then
-  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
-  step configure 120 cmake -B build -G Ninja -DCMAKE_BUILD_TYPE=Release "${GTEST_ARGS[@]}"
-  step build 420 cmake --build build -j "$JOBS"
-fi
 if want build; then
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv >"$OUT/gpu.txt" 2>&1
+  if [ -n "${PREBUILT:-}" ]; then
+    rm -rf build
+    step unpack 60 tar -xJf "$PREBUILT" || exit 1
+    sed -i "s#$(cat build/packed-root)#$PWD#g" build/CTestTestfile.cmake build/tests/CTestTestfile.cmake \
+      "build/tests/test_gpu[1]_tests.cmake"
+    cp build/ptxas.log "$OUT/build.log"
+    note "build: prebuilt on the CPU machine from $(cat build/packed-commit)"
+  else
+    configure_and_build 420
+  fi
   grep -E "spill stores" "$OUT/build.log" | sort | uniq -c >"$OUT/spills.txt"
   note "ptxas: $(grep -c ' 0 bytes spill stores' "$OUT/build.log") kernels without spills, $(grep -E 'spill stores' "$OUT/build.log" | grep -vc ' 0 bytes spill stores') with"
   cuobjdump --dump-sass build/libbsgemm.a >"$OUT/sass.txt" 2>/dev/null
