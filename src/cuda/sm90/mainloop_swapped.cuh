@@ -50,12 +50,6 @@ struct SwappedMainloop {
 
   int consumer, warp, g, q;
   int decoder;  // this thread's index among the 256 token decoders
-  // Where this thread's weights of a raw stage start: its first row's first code word in the stage's b
-  // (weight_row(0, 0), at position 16 q of a slice), and that row's first scale code in the stage's window (step q
-  // of a half's nv16 codes, q / 2 of its mx32 ones). decode_weights adds only constants, the stage and the window
-  // column, instead of making each address again from the thread's index (about 11 instructions a stage that ptxas
-  // rematerialised: bench/NOTES.md version 69).
-  int weight_codes_offset, weight_scale_code_offset;
   bool a_e5m2, release_lane;
   // core::kBf16SelectorsLow (the token decode's table), loaded from each lane's own copy in shared memory:
   // a value ptxas cannot prove warp-uniform, so it stays in a register instead of a uniform register moved
@@ -70,8 +64,6 @@ struct SwappedMainloop {
     g = (t % 32) / 4;
     q = t % 4;
     decoder = consumer * kThreadsPerWarpgroup + t;
-    weight_codes_offset = weight_row(0, 0) * (kBlockK / 2) + 8 * q;
-    weight_scale_code_offset = weight_row(0, 0) * kScaleCodeWindow + thread_scale_step();
     a_e5m2 = p.a_element == DataType::e5m2;
     release_lane = t % 32 == 0;
   }
@@ -79,13 +71,6 @@ struct SwappedMainloop {
   // Tile-local weight row of this warpgroup's slab's first row, and of its row g (upper = 0) or g + 8 (upper = 1).
   __device__ int slab_row0(int slab) const { return (consumer * kSlabs + slab) * 64; }
   __device__ int weight_row(int slab, int upper) const { return slab_row0(slab) + warp * 16 + g + 8 * upper; }
-  // Row weight_row(slab, upper) counted from weight_row(0, 0).
-  __device__ __forceinline__ static constexpr int rows_past_first(int slab, int upper) { return slab * 64 + 8 * upper; }
-  // The scale step of this thread's 16 weights of a row in slice `half`: half_scale_step(half) + thread_scale_step().
-  __device__ __forceinline__ static constexpr int half_scale_step(int half) {
-    return Traits::kBScales == ScaleGranularity::nv16 ? 4 * half : 2 * half;
-  }
-  __device__ int thread_scale_step() const { return Traits::kBScales == ScaleGranularity::nv16 ? q : q / 2; }
 
   // The weights reach wgmma as their values times 2^-kWeightExponent: the codes as e2m1 x 2^-126
   // (core::e2m1x8_to_tiny_bf16_pairs), then one multiply by an nv16 scale lifted by 2^119, exact for every
@@ -103,13 +88,22 @@ struct SwappedMainloop {
   static_assert(core::kTinyF16Exponent == 14 && core::kUe4m3F16Lift == 0x1p7f && core::kUe8m0F16Highest == 132,
                 "the f16 lifts of src/core/scale_codes.hpp");
 
+  // A row's scale code in raw stage s where B's scales came as codes in their windows (Codes: by TMA, or by the
+  // scale loaders: Traits::kScaleCodeWindows), else as fp32 by step and row (sfb[s][step][row], the
+  // loaders'): kScaleCodeWindow bytes a row in sfb's room, the stage's first code at window_col of its row's
+  // window (kernel_traits_swapped.cuh).
+  __device__ __forceinline__ static std::uint32_t weight_scale_code(const Storage& ss, int s, int step, int row,
+                                                                    int window_col) {
+    return reinterpret_cast<const std::uint8_t*>(&ss.sfb[s][0][0])[row * kScaleCodeWindow + window_col + step];
+  }
+
+  // The column of k-block kb's first code in its window of B's scale codes.
+  __device__ __forceinline__ static int scale_window_col(int kb) { return scale_code_window_col(kb, Traits::kStepsB); }
+
   // This thread's weights of half (slice) `half` of raw stage s: the stored positions 64 half + 16 q .. + 15 of
-  // each of its rows (one 8-byte load each), decoded and scaled into fragments. Their scales: where Codes, B's
-  // scale codes in their windows (by TMA, or by the scale loaders: Traits::kScaleCodeWindows), kScaleCodeWindow
-  // bytes a row in sfb's room, the stage's first code at column window_col of its row's window
-  // (scale_code_window_col, kernel_traits_swapped.cuh); else fp32 by step and row (sfb[s][step][row], the
-  // loaders'). Returns whether some of this thread's weights of the slice are left out of the fragments (as
-  // zeros) for add_tile_in_fp32 after the tile: f16 operands' mx32 scales outside f16's window.
+  // each of its rows (one 8-byte load each), decoded and scaled into fragments. window_col: scale_window_col of
+  // the stage's k-block where Codes. Returns whether some of this thread's weights of the slice are left out of the
+  // fragments (as zeros) for add_tile_in_fp32 after the tile: f16 operands' mx32 scales outside f16's window.
   template <bool Codes = false>
   __device__ __forceinline__ bool decode_weights(const Storage& ss, int s, int half, Fragments& frag,
                                                  int window_col = 0) const {
@@ -120,16 +114,13 @@ struct SwappedMainloop {
     for (int slab = 0; slab < kSlabs; ++slab)
 #pragma unroll
       for (int upper = 0; upper < 2; ++upper) {
-        const int rows_in = rows_past_first(slab, upper);
-        const uint2 both =
-            *reinterpret_cast<const uint2*>(ss.raw[s].b + weight_codes_offset + rows_in * (kBlockK / 2) + half * 32);
+        const int row = weight_row(slab, upper);
+        const uint2 both = *reinterpret_cast<const uint2*>(ss.raw[s].b + row * (kBlockK / 2) + half * 32 + 8 * q);
         codes[slab][upper][0] = both.x;
         codes[slab][upper][1] = both.y;
-        if constexpr (Codes)
-          scale_code[slab][upper] = reinterpret_cast<const std::uint8_t*>(
-              &ss.sfb[s][0][0])[weight_scale_code_offset + rows_in * kScaleCodeWindow + window_col + half_scale_step(half)];
-        else
-          scale[slab][upper] = ss.sfb[s][half_scale_step(half) + thread_scale_step()][weight_row(slab, upper)];
+        const int step = Traits::kBScales == ScaleGranularity::nv16 ? 4 * half + q : 2 * half + q / 2;
+        if constexpr (Codes) scale_code[slab][upper] = weight_scale_code(ss, s, step, row, window_col);
+        else scale[slab][upper] = ss.sfb[s][step][row];
       }
     // The codes' lifted pairs from the table (Traits::kLiftedScaleTable): nv16's exact for every code; the f16
     // operands' mx32 ones 0 outside f16's window, whose weights are then zeros in the fragments, left out for
@@ -350,11 +341,10 @@ struct SwappedMainloop {
     }
   }
 
-  // The wgmma of one slice (its tokens, a 16-bit tile of descriptor tokens_desc; weight fragments frag) added into
-  // acc, as one commit group. Every wgmma adds (scale-d 1): the tile's loops zero the accumulators before their first,
-  // which spares each stage the test for the tile's first wgmma (bench/NOTES.md version 69).
-  __device__ __forceinline__ void issue_mma(std::uint64_t tokens_desc, const Fragments& frag,
-                                            float (&acc)[kSlabs][kAcc]) const {
+  // The wgmma of one slice (its tokens, a 16-bit tile of descriptor tokens_desc; weight fragments frag) into acc, as
+  // one commit group.
+  __device__ __forceinline__ void issue_mma(std::uint64_t tokens_desc, const Fragments& frag, float (&acc)[kSlabs][kAcc],
+                                            bool fresh) const {
 #pragma unroll
     for (int slab = 0; slab < kSlabs; ++slab) ptx::fence_accumulators(acc[slab]);
     ptx::wgmma_fence();
@@ -362,7 +352,7 @@ struct SwappedMainloop {
     for (int step = 0; step < kSteps; ++step)
 #pragma unroll
       for (int slab = 0; slab < kSlabs; ++slab)
-        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(tokens_desc, 32 * step), 1u);
+        Mma::mma(acc[slab], frag[slab][step], ptx::advance_desc(tokens_desc, 32 * step), (fresh && step == 0) ? 0u : 1u);
     ptx::wgmma_commit();
   }
 
@@ -407,9 +397,9 @@ struct SwappedMainloop {
       if (release_lane) pipe.consumer_release(raw);
       raw.advance();
     };
-    const auto consume = [&](const Fragments& frag) {
+    const auto consume = [&](const Fragments& frag, bool fresh) {
       ptx::mbarrier_wait(&ss.decoded_full[read.index], read.phase);
-      issue_mma(ptx::make_smem_desc_sw128(ss.decoded[read.index].a), frag, acc);
+      issue_mma(ptx::make_smem_desc_sw128(ss.decoded[read.index].a), frag, acc, fresh);
     };
     const auto retire = [&] {
       ptx::wgmma_wait<0>();
@@ -422,10 +412,10 @@ struct SwappedMainloop {
 
     produce(0, 0, first_half);
     for (int kb = 0; kb < k_blocks; ++kb) {
-      consume(first_half);
+      consume(first_half, kb == 0);
       produce(kb, 1, second_half);
       retire();
-      consume(second_half);
+      consume(second_half, false);
       release_raw();
       if (kb + 1 < k_blocks) produce(kb + 1, 0, first_half);
       retire();
@@ -461,26 +451,21 @@ struct SwappedMainloop {
     constexpr std::uint32_t kStageBytes = sizeof(ss.raw[0]);
     static_assert(kStageBytes % 16 == 0 && Traits::kTokenHalfBytes % 16 == 0);
     std::uint64_t tokens_desc = ptx::make_smem_desc_sw128(ss.raw[raw.index].a);
-    // The loop counts B's scale steps, not k-blocks: a stage's column in its window of codes is then one mask of the
-    // count (scale_step_window_col) instead of a multiply and a mask of the k-block.
-    constexpr int kScaleSteps = Traits::kStepsB;  // a k-block's
-    const int scale_step_end = (kb_begin + k_blocks) * kScaleSteps;
-    int scale_step = kb_begin * kScaleSteps;
     pipe.consumer_wait(raw);
-    left_out |= decode_weights<Codes>(ss, raw.index, 0, frag[0], scale_step_window_col(scale_step));
-    for (; scale_step < scale_step_end; scale_step += kScaleSteps) {
+    left_out |= decode_weights<Codes>(ss, raw.index, 0, frag[0], scale_window_col(kb_begin));
+    for (int kb = 0; kb < k_blocks; ++kb) {
       PipelineState<Stages> next;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        issue_mma(ptx::advance_desc(tokens_desc, half * Traits::kTokenHalfBytes), frag[half], acc);
+        issue_mma(ptx::advance_desc(tokens_desc, half * Traits::kTokenHalfBytes), frag[half], acc, half == 0 && kb == 0);
         if (half == 0) {
-          left_out |= decode_weights<Codes>(ss, raw.index, 1, frag[1], scale_step_window_col(scale_step));
+          left_out |= decode_weights<Codes>(ss, raw.index, 1, frag[1], scale_window_col(kb_begin + kb));
         } else {
           next = raw;
           next.advance();
-          if (scale_step + kScaleSteps < scale_step_end) {
+          if (kb + 1 < k_blocks) {
             pipe.consumer_wait(next);
-            left_out |= decode_weights<Codes>(ss, next.index, 0, frag[0], scale_step_window_col(scale_step + kScaleSteps));
+            left_out |= decode_weights<Codes>(ss, next.index, 0, frag[0], scale_window_col(kb_begin + kb + 1));
           }
         }
         retire();

@@ -87,11 +87,8 @@ inline constexpr std::size_t kEpilogueBoxBytes = 64 * kEpilogueBoxColumns * 2;
 // mx32, so a window serves two or four consecutive stages).
 inline constexpr int kScaleCodeWindow = 16;
 
-// The column of B's scale code `step` (counted from K = 0) in its window: the step modulo the window, by a mask.
-static_assert((kScaleCodeWindow & (kScaleCodeWindow - 1)) == 0, "a window's column by a mask");
-constexpr int scale_step_window_col(int step) { return step & (kScaleCodeWindow - 1); }
 // The column of k-block kb's first code in its window, B's scales having `steps` codes a k-block.
-constexpr int scale_code_window_col(int kb, int steps) { return scale_step_window_col(kb * steps); }
+constexpr int scale_code_window_col(int kb, int steps) { return kb * steps % kScaleCodeWindow; }
 
 // Whether the register-operand kernel's staged-token tiles of `weights` weights store their slabs by TMA
 // (epilogue.cuh's store_transposed_slab, KernelParams::d_map): the 256-weight tiles; the 384-weight tile's
